@@ -1,0 +1,206 @@
+"""The ``dra-harness`` command line.
+
+Every expected failure (bad input, a cluster that is not up, a build that broke)
+ends as one line on stderr and a non-zero exit; a traceback means a bug in the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .components import build as builder
+from .components import catalog
+from .components.gomod import GoError
+from .kube.client import KubeconfigError
+from .kube.rest import ApiError, Unreachable
+from .local.cluster import DEFAULT_NAME, ClusterError, ClusterSpec, LocalCluster, all_clusters
+
+err = Console(stderr=True)
+EXPECTED = (ClusterError, builder.BuildError, GoError, KubeconfigError, ApiError, Unreachable, ValueError, KeyError)
+
+
+class Cli(click.Group):
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except EXPECTED as e:
+            first, _, rest = str(e).strip().partition("\n")
+            err.print(f"[red]error:[/] {first}", highlight=False, markup=True)
+            if rest and isinstance(e, (builder.BuildError, ClusterError)):
+                # Build and start-up failures end with the tail of the failing log.
+                err.print(rest, highlight=False, markup=False)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            sys.exit(130)
+
+
+@click.group(cls=Cli)
+@click.version_option(package_name="dra-harness")
+def main() -> None:
+    """Evidence of how Kubernetes DRA behaves on your cluster, driver and design."""
+
+
+# -- cluster -------------------------------------------------------------------
+@main.group()
+def cluster() -> None:
+    """The embedded local cluster (real control plane, KWOK nodes, example driver)."""
+
+
+name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="Cluster name.")
+
+
+@cluster.command()
+@name_option
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--k8s-version",
+    default=catalog.DEFAULT_KUBERNETES_VERSION,
+    show_default=True,
+    type=click.Choice(catalog.KUBERNETES_VERSIONS),
+)
+@click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
+def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float) -> None:
+    """Start a cluster; returns when every node's slices hold all its devices."""
+    c = LocalCluster(name)
+    spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version)
+    with err.status("starting") as status:
+        state = c.up(spec, timeout=timeout, say=lambda s: status.update(s))
+    err.print(
+        f"cluster {name!r} up in {state.timings['up']:.1f}s: Kubernetes v{k8s_version}, "
+        f"{nodes} nodes x {gpus_per_node} devices ({state.server})"
+    )
+    click.echo(str(c.kubeconfig))
+
+
+@cluster.command()
+@name_option
+@click.option("--all", "all_", is_flag=True, help="Every cluster of this user, including stale ones.")
+def down(name: str, all_: bool) -> None:
+    """Stop a cluster's processes and remove its state."""
+    targets = all_clusters() if all_ else [LocalCluster(name)]
+    for c in targets:
+        existed = c.exists()
+        c.down()
+        if existed:
+            err.print(f"cluster {c.name!r} removed")
+
+
+@cluster.command()
+@name_option
+@click.option("--json", "as_json", is_flag=True)
+def status(name: str, as_json: bool) -> None:
+    """Show whether a cluster's processes are running."""
+    c = LocalCluster(name)
+    if not c.exists():
+        raise ClusterError(f"cluster {name!r} is not up")
+    info = c.status()
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"{info['name']}: Kubernetes v{info['k8s_version']}, {info['nodes']} nodes x {info['gpus_per_node']} devices, {info['server']}")
+    for proc, state in sorted(info["processes"].items()):
+        click.echo(f"  {proc:32} {state}")
+    if not info["healthy"]:
+        sys.exit(1)
+
+
+@cluster.command()
+@name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of a cluster's admin kubeconfig."""
+    c = LocalCluster(name)
+    if not c.kubeconfig.exists():
+        raise ClusterError(f"cluster {name!r} is not up")
+    click.echo(str(c.kubeconfig))
+
+
+# -- components -------------------------------------------------------------------
+@main.group()
+def components() -> None:
+    """Build the cluster's binaries from Go modules (cached)."""
+
+
+@components.command("build")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@click.option("--all-versions", is_flag=True, help="Every supported Kubernetes version.")
+def build_cmd(k8s_version: str, all_versions: bool) -> None:
+    """Build what the embedded cluster needs; print each binary directory."""
+    wanted = catalog.all_components() if all_versions else catalog.for_cluster(k8s_version)
+    for name, built in builder.build_all(wanted).items():
+        how = "cached" if built.cached else f"built in {built.seconds:.0f}s"
+        err.print(f"{built.component.dirname}: {how}")
+        click.echo(built.directory)
+
+
+@components.command()
+@click.argument("which", nargs=-1)
+def generate(which: tuple[str, ...]) -> None:
+    """Regenerate wrapper modules in components/ (all, or those named by directory)."""
+    from .components.gomod import generate as gen
+
+    root = builder.repo_root()
+    for comp in catalog.all_components():
+        if not which or comp.dirname in which:
+            err.print(f"generating {comp.dirname}")
+            gen(comp, root)
+
+
+@components.command()
+def gates() -> None:
+    """Rewrite the feature-gate table from each supported release's source."""
+    from .components.gomod import go
+    from .local import gates as gate_table
+
+    rows = {}
+    for version in catalog.KUBERNETES_VERSIONS:
+        info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}"))
+        rows[version] = gate_table.derive(Path(info["Dir"]), version)
+    gate_table.TABLE_PATH.write_text(json.dumps(rows, indent=2) + "\n")
+    err.print(f"wrote {gate_table.TABLE_PATH}")
+
+
+# -- runs -----------------------------------------------------------------------
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--cluster", "provider", type=click.Choice(["local", "existing"]), default="local", show_default=True)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Existing cluster's kubeconfig.")
+@click.option("--context", help="Existing cluster's kubeconfig context.")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--expected-hardware", type=click.Path(dir_okay=False), help="YAML of the hardware the cluster should publish.")
+@click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, report_dir, pytest_args) -> None:
+    """Run every suite against a cluster and write the sign-off report (the main job)."""
+    from .runner import RunOptions, run_suites
+
+    options = RunOptions(
+        provider=provider, kubeconfig=kubeconfig, context=context, k8s_version=k8s_version, nodes=nodes,
+        gpus_per_node=gpus_per_node, expected_hardware=expected_hardware, report_dir=report_dir,
+        pytest_args=list(pytest_args),
+    )
+    sys.exit(run_suites(options, err))
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def selftest(pytest_args: tuple[str, ...]) -> None:
+    """Run the project's own tests (unit and integration, against real embedded clusters)."""
+    import subprocess
+
+    root = builder.repo_root()
+    # Build first, with progress on the terminal, so the test session's timeouts never include a cold build.
+    builder.build_all(catalog.for_cluster())
+    code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

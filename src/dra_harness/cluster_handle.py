@@ -1,0 +1,126 @@
+"""One handle on the cluster under test: API access, what it should hold, what we may do to it.
+
+Suites get a :class:`ClusterHandle` whatever the provider: the embedded cluster
+(``local``) adds provider actions such as stopping a node's driver; an ``existing``
+cluster offers none of them, and suites that need one skip with that reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .inventory import Hardware, load_hardware
+from .kube import rest
+from .kube.client import connect
+from .kube.rest import Kube
+from .kube.waits import WaitError, wait_for_deletion
+from .labels import run_selector
+from .local.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, owner_alive, all_clusters
+from .components import catalog
+
+#: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label.
+_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
+
+
+@dataclass
+class ClusterHandle:
+    provider: str
+    kube: Kube
+    kubeconfig: Path
+    run_id: str
+    expected: Hardware
+    local: LocalCluster | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def driver(self) -> str:
+        return self.expected.driver
+
+    @property
+    def device_class(self) -> str:
+        return self.expected.device_class or self.expected.driver
+
+    def server_version(self) -> str:
+        return self.kube.request("GET", "/version")["gitVersion"]
+
+    def delete_namespace(self, name: str, timeout: float = 60.0) -> None:
+        self.kube.delete(rest.NAMESPACES, name)
+        try:
+            wait_for_deletion(self.kube, rest.NAMESPACES, name, timeout)
+        except WaitError as e:
+            self.notes.append(f"namespace {name} still terminating: {e}")
+
+    def sweep(self) -> None:
+        """Delete everything labelled with this run: namespaces first, then cluster-scoped objects."""
+        selector = run_selector(self.run_id)
+        for ns in self.kube.list(rest.NAMESPACES, label_selector=selector):
+            self.kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
+        for res in _CLUSTER_SCOPED:
+            for obj in self.kube.list(res, label_selector=selector):
+                self.kube.delete(res, obj["metadata"]["name"])
+
+
+def open_existing(kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None) -> ClusterHandle:
+    kube = connect(kubeconfig, context)
+    if expected_file:
+        expected = load_hardware(expected_file)
+    else:
+        expected = _observed_hardware(kube, DRIVER_NAME)
+    return ClusterHandle("existing", kube, Path(kubeconfig) if kubeconfig else Path("~/.kube/config"), run_id, expected)
+
+
+def _observed_hardware(kube: Kube, driver: str) -> Hardware:
+    """Without an expected-hardware file, the nodes that publish now define the baseline."""
+    from .inventory import devices_by_node
+
+    slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={driver}")
+    return Hardware(driver=driver, device_class=driver, nodes={n: len(d) for n, d in devices_by_node(slices, driver).items()})
+
+
+def local_hardware(spec: ClusterSpec) -> Hardware:
+    """What the embedded cluster's example driver publishes."""
+    return Hardware(
+        driver=DRIVER_NAME,
+        device_class=DRIVER_NAME,
+        nodes={n: spec.gpus_per_node for n in spec.node_names()},
+        attributes={"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"},
+        capacity={"memory": "80Gi"},
+    )
+
+
+def open_local(
+    name: str,
+    run_id: str,
+    expected_file: str | None,
+    owner_pid: int,
+    k8s_version: str | None,
+    nodes: int,
+    gpus_per_node: int,
+) -> ClusterHandle:
+    """Reuse this run's embedded cluster, or bring it up (removing stale ones first)."""
+    for stale in all_clusters():
+        if not owner_alive(stale):
+            stale.down()
+    cluster = LocalCluster(name)
+    if cluster.state() is None or not cluster.kubeconfig.exists():
+        spec = ClusterSpec(
+            name=name,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            k8s_version=k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
+            owner_pid=owner_pid,
+        )
+        started = time.monotonic()
+        cluster.down()
+        cluster.up(spec)
+        note = f"embedded cluster {name} up in {time.monotonic() - started:.1f}s"
+    else:
+        note = f"reusing embedded cluster {name}"
+    state = cluster.state()
+    assert state is not None
+    expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
+    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, local=cluster)
+    handle.notes.append(note)
+    return handle

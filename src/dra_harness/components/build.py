@@ -1,0 +1,191 @@
+"""Build component binaries into a cache keyed by (component, version, Go version).
+
+A cold build of the Kubernetes control plane takes many minutes on two cores, so each
+result is kept under ``$DRA_HARNESS_CACHE`` (default ``~/.cache/dra-harness``) and
+reused while the component version and the Go toolchain stay the same. Binaries are
+written to a temporary directory and renamed into place, so an interrupted build never
+leaves a half-written binary that looks cached. Progress is the count of packages
+``go build -v`` reports against ``go list -deps``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .catalog import Component
+from .gomod import GO_ENV, go
+
+
+class BuildError(RuntimeError):
+    """A build step failed; ``str()`` names the step and ends with the log's tail."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DRA_HARNESS_CACHE") or Path.home() / ".cache" / "dra-harness")
+
+
+def repo_root() -> Path:
+    """The checkout holding ``components/`` (the package lives in ``src/`` inside it)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "components").is_dir() and (parent / "pyproject.toml").exists():
+            return parent
+    raise BuildError("cannot find the dra-harness checkout (components/ next to pyproject.toml)")
+
+
+def go_version() -> str:
+    try:
+        return go("env", "GOVERSION").strip()
+    except FileNotFoundError as e:
+        raise BuildError("Go is not installed: Go >= 1.26 is needed to build the cluster components") from e
+
+
+@dataclass(frozen=True)
+class Built:
+    component: Component
+    directory: Path
+    seconds: float
+    cached: bool
+
+    def binary(self, name: str) -> Path:
+        return self.directory / name
+
+
+def binary_dir(component: Component, gover: str | None = None) -> Path:
+    return cache_root() / "bin" / component.name / f"v{component.version}" / (gover or go_version())
+
+
+def is_cached(component: Component, gover: str | None = None) -> bool:
+    d = binary_dir(component, gover)
+    return all((d / b).is_file() for b in component.binaries)
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build(component: Component, progress: Progress | None = None) -> Built:
+    """Build every binary of ``component`` unless the cache already has them."""
+    gover = go_version()
+    target = binary_dir(component, gover)
+    with _lock(cache_root() / "locks" / f"{component.dirname}.lock"):
+        if is_cached(component, gover):
+            return Built(component, target, 0.0, cached=True)
+        started = time.monotonic()
+        _build(component, target, progress)
+        return Built(component, target, time.monotonic() - started, cached=False)
+
+
+def _build(component: Component, target: Path, progress: Progress | None) -> None:
+    module_dir = component.module_dir(repo_root())
+    if not (module_dir / "go.mod").exists():
+        raise BuildError(f"{component.dirname}: no wrapper module at {module_dir}")
+    packages = list(component.binaries.values())
+    log_path = cache_root() / "logs" / f"{component.dirname}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **GO_ENV, "GOFLAGS": "-mod=readonly"}
+
+    step = f"{component.dirname}: resolve packages"
+    listed = _run(["go", "list", "-deps", *packages], module_dir, env, log_path, step)
+    total = len(listed.split())
+
+    task = progress.add_task(component.dirname, total=total) if progress else None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    try:
+        ldflags = "-s -w " + " ".join(f"-X {x}" for x in component.version_x)
+        argv = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(staging) + "/", *packages]
+        step = f"{component.dirname}: go build"
+        with open(log_path, "a") as log:
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            proc = subprocess.Popen(
+                argv, cwd=module_dir, env=env, stdout=log, stderr=subprocess.PIPE, text=True
+            )
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                log.write(line)
+                if progress and task is not None:
+                    progress.advance(task)
+            code = proc.wait()
+        if code != 0:
+            raise BuildError(f"{step} failed (exit {code}); log {log_path}:\n{_tail(log_path)}")
+        for name, pkg in component.binaries.items():
+            produced = staging / _default_binary_name(pkg)
+            if produced.is_file() and produced.name != name:
+                produced.rename(staging / name)
+            if not (staging / name).is_file():
+                raise BuildError(f"{step} produced no {name}; log {log_path}:\n{_tail(log_path)}")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+        if progress and task is not None:
+            progress.update(task, completed=total)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _default_binary_name(package: str) -> str:
+    """The name ``go build -o dir/`` gives a main package: its last path element,
+    or the one before a major-version suffix (``.../server/v3`` -> ``server``)."""
+    parts = package.split("/")
+    if len(parts) > 1 and re.fullmatch(r"v\d+", parts[-1]):
+        return parts[-2]
+    return parts[-1]
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, step: str) -> str:
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+        log.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise BuildError(f"{step} failed (exit {proc.returncode}); log {log_path}:\n{_tail(log_path)}")
+    return proc.stdout
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]building[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} packages"),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+
+
+def build_all(components: list[Component], quiet: bool = False) -> dict[str, Built]:
+    """Build what is missing, with one progress bar per component being built."""
+    missing = [c for c in components if not is_cached(c)]
+    results: dict[str, Built] = {}
+    if missing and not quiet:
+        with progress_bar() as progress:
+            for c in components:
+                results[c.name] = build(c, progress)
+    else:
+        for c in components:
+            results[c.name] = build(c)
+    return results

@@ -1,0 +1,1 @@
+"""Kubernetes vocabulary for the harness: typed clients, waits, builders, cleanup."""

@@ -1,0 +1,119 @@
+"""Builders for DRA objects, in the spirit of Kubernetes' test/e2e/dra builders.
+
+Each returns a plain dict as the API server takes it, already carrying the run
+label, so nothing a test creates can escape the end-of-run sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..labels import RUN_LABEL
+
+Obj = dict[str, Any]
+#: Never pulled on simulated nodes; a real node has it imported locally.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+RUN_DURATION_ANNOTATION = "dra-harness.io/run-duration"
+
+
+def meta(name: str, run_id: str, labels: dict[str, str] | None = None, **extra: Any) -> Obj:
+    return {"name": name, "labels": {RUN_LABEL: run_id, **(labels or {})}, **extra}
+
+
+def cel(expression: str) -> Obj:
+    return {"cel": {"expression": expression}}
+
+
+def exactly(
+    name: str,
+    device_class: str,
+    count: int = 1,
+    selectors: list[str] | None = None,
+    all_devices: bool = False,
+    tolerations: list[Obj] | None = None,
+) -> Obj:
+    """A request for ``count`` devices of one class (or all matching ones)."""
+    spec: Obj = {"deviceClassName": device_class}
+    if all_devices:
+        spec["allocationMode"] = "All"
+    else:
+        spec["allocationMode"] = "ExactCount"
+        spec["count"] = count
+    if selectors:
+        spec["selectors"] = [cel(s) for s in selectors]
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"name": name, "exactly": spec}
+
+
+def first_available(name: str, alternatives: list[Obj]) -> Obj:
+    """A request satisfied by the first alternative that fits (``exactly`` bodies with names)."""
+    return {"name": name, "firstAvailable": [{"name": a["name"], **a["exactly"]} for a in alternatives]}
+
+
+def claim_spec(requests: list[Obj], constraints: list[Obj] | None = None, config: list[Obj] | None = None) -> Obj:
+    devices: Obj = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    if config:
+        devices["config"] = config
+    return {"devices": devices}
+
+
+def claim(name: str, run_id: str, requests: list[Obj], **kw: Any) -> Obj:
+    return {"metadata": meta(name, run_id), "spec": claim_spec(requests, **kw)}
+
+
+def claim_template(name: str, run_id: str, requests: list[Obj], **kw: Any) -> Obj:
+    return {
+        "metadata": meta(name, run_id),
+        "spec": {"metadata": {"labels": {RUN_LABEL: run_id}}, "spec": claim_spec(requests, **kw)},
+    }
+
+
+def pod(
+    name: str,
+    run_id: str,
+    claims: dict[str, dict[str, str]] | None = None,
+    containers: int = 1,
+    run_duration: str | None = None,
+    labels: dict[str, str] | None = None,
+    priority_class: str | None = None,
+    node_name: str | None = None,
+    image: str = PAUSE_IMAGE,
+) -> Obj:
+    """A pod whose containers all use every claim in ``claims``.
+
+    ``claims`` maps the pod-level claim name to ``{"template": name}`` or
+    ``{"claim": name}``. ``run_duration`` (e.g. ``"30s"``) makes a simulated pod
+    complete after that time.
+    """
+    pod_claims = []
+    for claim_name, ref in (claims or {}).items():
+        entry = {"name": claim_name}
+        if "template" in ref:
+            entry["resourceClaimTemplateName"] = ref["template"]
+        else:
+            entry["resourceClaimName"] = ref["claim"]
+        pod_claims.append(entry)
+    spec: Obj = {
+        "terminationGracePeriodSeconds": 0,
+        "restartPolicy": "Never" if run_duration else "Always",
+        "containers": [
+            {
+                "name": f"ctr{i}",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {"claims": [{"name": c["name"]} for c in pod_claims]},
+            }
+            for i in range(containers)
+        ],
+    }
+    if pod_claims:
+        spec["resourceClaims"] = pod_claims
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if node_name:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node_name}
+    annotations = {RUN_DURATION_ANNOTATION: run_duration} if run_duration else {}
+    return {"metadata": meta(name, run_id, labels, annotations=annotations), "spec": spec}

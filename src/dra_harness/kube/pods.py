@@ -1,0 +1,139 @@
+"""Pods and their claims: waits that explain themselves, and reading allocations.
+
+When a pod does not start, the reason is in its PodScheduled condition (written by
+kube-scheduler) or in events (claim creation by kube-controller-manager). A timeout
+here always quotes both, so a failed test says *why* the pod is still Pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import rest
+from .rest import Kube
+from .waits import wait_for_object
+
+Obj = dict[str, Any]
+
+
+def condition(obj: Obj, kind: str) -> Obj | None:
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def scheduling_message(pod: Obj | None) -> str:
+    """The scheduler's verdict on a pod, e.g. ``0/4 nodes are available: ...``."""
+    if pod is None:
+        return "pod does not exist"
+    cond = condition(pod, "PodScheduled")
+    if cond is None:
+        return f"phase {pod.get('status', {}).get('phase', '?')}, not yet seen by the scheduler"
+    if cond.get("status") == "True":
+        return f"scheduled to {pod['spec'].get('nodeName')}, phase {pod['status'].get('phase')}"
+    return f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+
+
+def events_for(kube: Kube, namespace: str, name: str, kind: str = "Pod") -> list[Obj]:
+    events = kube.list(
+        rest.EVENTS, namespace, field_selector=f"involvedObject.name={name},involvedObject.kind={kind}"
+    )
+    return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def _why(kube: Kube, namespace: str, name: str):
+    def why(pod: Obj | None) -> str:
+        warnings = [
+            f"{e.get('reason')}: {e.get('message')}" for e in events_for(kube, namespace, name) if e.get("type") == "Warning"
+        ]
+        text = f"last state: {scheduling_message(pod)}"
+        if warnings:
+            text += f"; warnings: {' | '.join(warnings[-3:])}"
+        return text
+
+    return why
+
+
+def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -> Obj:
+    return wait_for_object(
+        kube,
+        rest.PODS,
+        name,
+        lambda p: p.get("status", {}).get("phase") == "Running",
+        timeout,
+        f"pod {namespace}/{name} to be Running",
+        namespace=namespace,
+        fail=lambda p: "pod failed" if p.get("status", {}).get("phase") == "Failed" else None,
+        why=_why(kube, namespace, name),
+    )
+
+
+def wait_unschedulable(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -> Obj:
+    """Wait until the scheduler has marked the pod Unschedulable; fail if it is scheduled."""
+
+    def unschedulable(p: Obj) -> bool:
+        cond = condition(p, "PodScheduled")
+        return bool(cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
+
+    return wait_for_object(
+        kube,
+        rest.PODS,
+        name,
+        unschedulable,
+        timeout,
+        f"pod {namespace}/{name} to be reported Unschedulable",
+        namespace=namespace,
+        fail=lambda p: f"it was scheduled to {p['spec']['nodeName']}" if p["spec"].get("nodeName") else None,
+        why=_why(kube, namespace, name),
+    )
+
+
+def claim_names(pod: Obj) -> dict[str, str]:
+    """Pod-level claim name -> ResourceClaim name, as the pod's status records it."""
+    out = {c["name"]: c["resourceClaimName"] for c in pod["spec"].get("resourceClaims") or [] if c.get("resourceClaimName")}
+    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
+        if status.get("resourceClaimName"):
+            out[status["name"]] = status["resourceClaimName"]
+    return out
+
+
+@dataclass(frozen=True)
+class Device:
+    driver: str
+    pool: str
+    device: str
+    request: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.device)
+
+
+def allocated_devices(claim: Obj) -> list[Device]:
+    allocation = claim.get("status", {}).get("allocation") or {}
+    return [
+        Device(r["driver"], r["pool"], r["device"], r.get("request", ""))
+        for r in allocation.get("devices", {}).get("results") or []
+    ]
+
+
+def allocated_node(claim: Obj) -> str | None:
+    """The node a node-local allocation is pinned to (from ``allocation.nodeSelector``)."""
+    selector = (claim.get("status", {}).get("allocation") or {}).get("nodeSelector") or {}
+    for term in selector.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def reserved_for(claim: Obj) -> list[str]:
+    return [r["name"] for r in claim.get("status", {}).get("reservedFor") or []]
+
+
+def pod_claims(kube: Kube, pod: Obj) -> dict[str, Obj]:
+    """Pod-level claim name -> the ResourceClaim object."""
+    ns = pod["metadata"]["namespace"]
+    return {name: kube.get(rest.RESOURCE_CLAIMS, claim, ns) for name, claim in claim_names(pod).items()}

@@ -1,0 +1,304 @@
+"""A small Kubernetes REST core: plain dicts in and out, typed errors, real watches.
+
+Why not the generated client's models: DRA's API grows every minor, and the
+generated models (pydantic since client 37) lag behind the server or reject fields
+they do not know. The harness reads and writes objects as the API server serves them,
+so a field added in 1.38 is visible in evidence without a client upgrade. The
+``kubernetes`` package still loads kubeconfigs (exec plugins, tokens, contexts) and
+its typed APIs remain available on :class:`dra_harness.kube.client.Clients`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client
+
+Obj = dict[str, Any]
+
+
+class ApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Obj | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class Gone(ApiError):
+    """The resourceVersion a watch started from is too old (410)."""
+
+
+class Unreachable(RuntimeError):
+    """No answer from the API server at all."""
+
+
+_ERRORS = {404: NotFound, 409: Conflict, 410: Gone}
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+NODES = Resource("", "v1", "nodes", "Node", False)
+PODS = Resource("", "v1", "pods", "Pod", True)
+EVENTS = Resource("", "v1", "events", "Event", True)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
+JOBS = Resource("batch", "v1", "jobs", "Job", True)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
+
+
+class Kube:
+    """Verbs over any :class:`Resource`, using one kubeconfig's connection settings."""
+
+    def __init__(self, configuration: client.Configuration) -> None:
+        self.configuration = configuration
+        self.host = configuration.host.rstrip("/")
+        ctx = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        if not configuration.verify_ssl:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if configuration.cert_file:
+            ctx.load_cert_chain(configuration.cert_file, configuration.key_file)
+        self._pool = urllib3.PoolManager(maxsize=32, ssl_context=ctx)
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "dra-harness"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # auth_settings() re-runs token refresh hooks (exec plugins) when needed.
+        for setting in self.configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        content_type: str | None = "application/json",
+        timeout: float = 30.0,
+    ) -> Obj:
+        url = self.host + path
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        if query:
+            url += "?" + urlencode(query)
+        try:
+            resp = self._pool.request(
+                method,
+                url,
+                body=json.dumps(body) if body is not None else None,
+                headers=self._headers(content_type if body is not None else None),
+                timeout=urllib3.Timeout(connect=5.0, read=timeout),
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        data = resp.data.decode(errors="replace")
+        if resp.status >= 400:
+            raise _error(resp.status, data)
+        return json.loads(data) if data.startswith(("{", "[")) else {"raw": data}
+
+    def raw(self, path: str, timeout: float = 10.0) -> str:
+        """GET a non-resource path (``/readyz``, ``/metrics``) and return the text."""
+        try:
+            resp = self._pool.request(
+                "GET", self.host + path, headers=self._headers(None),
+                timeout=urllib3.Timeout(connect=5.0, read=timeout), retries=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        text = resp.data.decode(errors="replace")
+        if resp.status >= 400:
+            raise _error(resp.status, text)
+        return text
+
+    # -- verbs ---------------------------------------------------------------
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        return self.request("GET", res.path(namespace, name))
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Obj]:
+        return self.list_with_version(res, namespace, label_selector, field_selector)[0]
+
+    def list_with_version(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], str]:
+        out = self.request(
+            "GET",
+            res.path(namespace),
+            params={"labelSelector": label_selector, "fieldSelector": field_selector},
+        )
+        return out.get("items") or [], out["metadata"].get("resourceVersion", "")
+
+    def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+        body = {"apiVersion": res.api_version, "kind": res.kind, **body}
+        ns = namespace or body.get("metadata", {}).get("namespace")
+        return self.request("POST", res.path(ns), body)
+
+    def replace_status(self, res: Resource, body: Obj) -> Obj:
+        meta = body["metadata"]
+        return self.request("PUT", res.path(meta.get("namespace"), meta["name"], "status"), body)
+
+    def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        kind: str = "merge",
+        sub: str | None = None,
+    ) -> Obj:
+        content = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[kind]
+        return self.request("PATCH", res.path(namespace, name, sub), patch, content_type=content)
+
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        grace_seconds: int | None = None,
+        propagation: str = "Background",
+        missing_ok: bool = True,
+    ) -> Obj | None:
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            return self.request("DELETE", res.path(namespace, name), body)
+        except NotFound:
+            if missing_ok:
+                return None
+            raise
+
+    def delete_collection(
+        self, res: Resource, namespace: str | None = None, label_selector: str | None = None
+    ) -> None:
+        self.request(
+            "DELETE",
+            res.path(namespace),
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            params={"labelSelector": label_selector},
+        )
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        resource_version: str = "",
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[tuple[str, Obj]]:
+        """Yield ``(type, object)`` events, BOOKMARKs included, until the server ends the stream.
+
+        Raises :class:`Gone` when ``resource_version`` is too old; callers re-list.
+        """
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version or None,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+        }
+        url = self.host + res.path(namespace) + "?" + urlencode({k: v for k, v in params.items() if v})
+        try:
+            resp = self._pool.request(
+                "GET", url, headers=self._headers(None), preload_content=False,
+                timeout=urllib3.Timeout(connect=5.0, read=timeout_seconds + 10), retries=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        try:
+            if resp.status >= 400:
+                raise _error(resp.status, resp.read().decode(errors="replace"))
+            buf = b""
+            for chunk in resp.stream(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        status = event["object"]
+                        raise _error(status.get("code", 500), json.dumps(status))
+                    yield event["type"], event["object"]
+        except urllib3.exceptions.ProtocolError:
+            return  # the server closed the stream; the caller re-watches
+        finally:
+            resp.release_conn()
+
+
+def _error(status: int, text: str) -> ApiError:
+    try:
+        body = json.loads(text)
+        message, reason = body.get("message", text), body.get("reason", "")
+    except ValueError:
+        body, message, reason = None, text.strip()[:500], ""
+    return _ERRORS.get(status, ApiError)(status, reason, message, body)

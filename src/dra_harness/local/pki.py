@@ -1,0 +1,156 @@
+"""Certificates and kubeconfigs for the embedded control plane.
+
+A CA, one serving certificate for kube-apiserver (loopback SANs only), one client
+certificate per identity, and the service-account signing key. Everything is
+written with mode 0600 inside the cluster's state directory, which ``cluster down``
+removes; no key ever leaves it (reports record paths, never contents).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+_VALIDITY = dt.timedelta(days=30)
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    # P-256 keys are generated in microseconds; RSA would cost ~100 ms each.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+@dataclass(frozen=True)
+class Identity:
+    cert: Path
+    key: Path
+
+
+class PKI:
+    """Issues everything one cluster needs under ``<state>/pki``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ca_cert = root / "ca.crt"
+        self.ca_key_path = root / "ca.key"
+        self.sa_key = root / "sa.key"
+        self.sa_pub = root / "sa.pub"
+
+    def create(self) -> None:
+        now = dt.datetime.now(dt.timezone.utc)
+        self._ca_key = _key()
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-harness-ca")])
+        self._ca = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + _VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                    key_encipherment=False, data_encipherment=False, key_agreement=False,
+                    encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self._ca_key, hashes.SHA256())
+        )
+        _write(self.ca_cert, self._ca.public_bytes(serialization.Encoding.PEM))
+        _write(self.ca_key_path, _key_pem(self._ca_key))
+        sa = _key()
+        _write(self.sa_key, _key_pem(sa))
+        _write(
+            self.sa_pub,
+            sa.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+        )
+
+    def issue(
+        self,
+        name: str,
+        common_name: str,
+        organizations: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> Identity:
+        now = dt.datetime.now(dt.timezone.utc)
+        key = _key()
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self._ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + _VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+        )
+        if server:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.DNSName("kubernetes"),
+                        x509.DNSName("kubernetes.default"),
+                        x509.DNSName("kubernetes.default.svc"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+        cert = builder.sign(self._ca_key, hashes.SHA256())
+        identity = Identity(cert=self.root / f"{name}.crt", key=self.root / f"{name}.key")
+        _write(identity.cert, cert.public_bytes(serialization.Encoding.PEM))
+        _write(identity.key, _key_pem(key))
+        return identity
+
+    def kubeconfig(self, path: Path, server: str, identity: Identity, cluster: str, user: str) -> Path:
+        """A kubeconfig that references (never embeds) the key files."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": cluster, "cluster": {"server": server, "certificate-authority": str(self.ca_cert)}}
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate": str(identity.cert), "client-key": str(identity.key)}}
+            ],
+            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
+            "current-context": cluster,
+        }
+        _write(path, yaml.safe_dump(config, sort_keys=False).encode())
+        return path

@@ -1,0 +1,181 @@
+"""Start, track and stop the embedded cluster's processes.
+
+Why our own supervisor rather than kwokctl's binary runtime: the cluster also runs
+one example-driver plugin per node, which kwokctl knows nothing about; kwokctl binds
+0.0.0.0 unless configured otherwise and shells out to a kubectl from PATH. Here every
+process runs in its own session (so a Ctrl-C of the harness does not reach it and a
+stop can kill its whole group), is recorded in a pid file together with its kernel
+start time (so a reused pid is never killed), and carries the cluster's state
+directory in its command line, which lets ``cluster down --all`` find strays even
+when a pid file was never written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot, or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses; fields follow the last ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":
+        return None
+    return fields[19]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Tracked:
+    name: str
+    pid: int
+    start_time: str
+
+    def alive(self) -> bool:
+        return _start_time(self.pid) == self.start_time
+
+
+class Supervisor:
+    """The processes of one cluster, tracked by pid files under ``<state>/pids``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.pid_dir = state_dir / "pids"
+        self.log_dir = state_dir / "logs"
+        self._children: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Tracked:
+        self.pid_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{name}.log", "ab")
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+                cwd=self.state_dir,
+            )
+        finally:
+            log.close()
+        start = _start_time(proc.pid) or ""
+        (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid} {start}\n")
+        self._children[name] = proc
+        return Tracked(name, proc.pid, start)
+
+    def tracked(self) -> list[Tracked]:
+        found = []
+        for pid_file in sorted(self.pid_dir.glob("*.pid")):
+            try:
+                pid, start = pid_file.read_text().split()
+                found.append(Tracked(pid_file.stem, int(pid), start))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def get(self, name: str) -> Tracked | None:
+        return next((t for t in self.tracked() if t.name == name), None)
+
+    def exited(self, name: str) -> int | None:
+        """Exit code of a child started by this supervisor, None while it runs."""
+        proc = self._children.get(name)
+        return proc.poll() if proc else None
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            text = (self.log_dir / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, name: str, grace: float = 5.0, sig: int = signal.SIGTERM) -> None:
+        """Stop one process group: ``sig`` first, SIGKILL after ``grace`` seconds."""
+        tracked = self.get(name)
+        if tracked is not None:
+            _stop_group(tracked, grace, sig)
+            self._reap(name)
+            (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
+
+    def stop_all(self, order: list[str] | None = None, grace: float = 5.0) -> None:
+        """Stop every tracked process, ``order`` first, then strays found by command line."""
+        names = [t.name for t in self.tracked()]
+        for name in (order or []) + names:
+            if name in names:
+                self.stop(name, grace)
+        for pid in strays(self.state_dir):
+            _stop_group(Tracked("stray", pid, _start_time(pid) or ""), grace, signal.SIGTERM)
+
+    def _reap(self, name: str) -> None:
+        proc = self._children.pop(name, None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _stop_group(tracked: Tracked, grace: float, sig: int) -> None:
+    if not tracked.alive():
+        return
+    _signal(tracked.pid, sig)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not tracked.alive():
+            return
+        time.sleep(0.05)
+    if tracked.alive():
+        _signal(tracked.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while tracked.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _signal(pid: int, sig: int) -> None:
+    # Each process leads its own session, so its group id is its pid.
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        os.kill(pid, sig)
+
+
+def strays(state_dir: Path) -> list[int]:
+    """Pids of live processes whose command line names ``state_dir``."""
+    needle = str(state_dir) + os.sep
+    spared = _ancestors()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in spared:
+            if needle in _cmdline(int(entry.name)) and _start_time(int(entry.name)):
+                pids.append(int(entry.name))
+    return pids
+
+
+def _ancestors() -> set[int]:
+    """This process and its parents: a test run pointed at the cluster is not a stray."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids

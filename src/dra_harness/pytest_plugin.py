@@ -1,0 +1,153 @@
+"""The harness's pytest plugin: which cluster, one handle to it, one namespace per test.
+
+``--cluster=local`` (default) brings an embedded cluster up the first time a test asks
+for it, once per run even under pytest-xdist: workers agree through a file lock on the
+run id, and the process that owns the run (the xdist controller, or the only process)
+removes it at exit; a watchdog removes it if that process is killed. ``existing``
+targets a kubeconfig and never touches what the run did not create: every object the
+harness makes carries the run label, and the session ends by deleting exactly those.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from . import evidence as evidence_mod
+from .cluster_handle import ClusterHandle, open_existing, open_local
+from .kube import rest
+from .evidence import Evidence
+from .kube.waits import wait_for_object
+from .labels import RUN_LABEL, TEST_LABEL
+from .local.cluster import LocalCluster, clusters_root
+
+_OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dra-harness")
+    group.addoption("--cluster", choices=["local", "existing", "kind"], default="local",
+                    help="local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster")
+    group.addoption("--kubeconfig", default=None, help="kubeconfig of an existing cluster")
+    group.addoption("--context", default=None, help="kubeconfig context of an existing cluster")
+    group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
+    group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
+    group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
+    group.addoption("--expected-hardware", default=None,
+                    help="YAML file of the hardware the cluster should publish (default: what the provider started)")
+    group.addoption("--run-id", default=None, help="label value marking every object of this run")
+    group.addoption("--report-dir", default=None, help="directory for evidence.jsonl (and, from the CLI, the reports)")
+
+
+def _run_id(config: pytest.Config) -> str:
+    return config._dra_run_id  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        run_id = workerinput["testrunuid"]
+    else:
+        run_id = config.getoption("--run-id") or uuid.uuid4().hex[:12]
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?", run_id):
+            raise pytest.UsageError(f"--run-id {run_id!r} must be a lowercase DNS label of at most 32 characters")
+        if hasattr(config.option, "testrunuid"):
+            # xdist hands its run uid to every worker; make it ours.
+            config.option.testrunuid = run_id
+        os.environ[_OWNER_ENV] = str(os.getpid())
+    config._dra_run_id = run_id  # type: ignore[attr-defined]
+    if workerinput is None and config.getoption("--report-dir"):
+        config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
+    if config.getoption("--cluster") == "existing" and not (config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG")):
+        raise pytest.UsageError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
+    if config.getoption("--cluster") == "kind":
+        raise pytest.UsageError("--cluster=kind is not implemented yet; use --cluster=existing --kubeconfig <kind kubeconfig>")
+
+
+def _local_name(run_id: str) -> str:
+    return f"run-{run_id}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
+        return
+    if config.getoption("--cluster") == "local":
+        LocalCluster(_local_name(_run_id(config))).down()
+
+
+@pytest.fixture(scope="session")
+def run_id(request: pytest.FixtureRequest) -> str:
+    return _run_id(request.config)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHandle]:
+    """The cluster under test, with typed access and the provider's actions."""
+    opt = request.config.getoption
+    expected = opt("--expected-hardware")
+    if opt("--cluster") == "existing":
+        handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected)
+    else:
+        name = _local_name(run_id)
+        lock = clusters_root() / f".{name}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "w") as f:
+            # One process of the run starts the cluster; the others wait and reuse it.
+            fcntl.flock(f, fcntl.LOCK_EX)
+            handle = open_local(
+                name,
+                run_id,
+                expected,
+                owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())),
+                k8s_version=opt("--k8s-version"),
+                nodes=opt("--nodes"),
+                gpus_per_node=opt("--gpus-per-node"),
+            )
+    try:
+        yield handle
+    finally:
+        handle.sweep()
+
+
+def _slug(nodeid: str) -> str:
+    name = nodeid.split("::")[-1].lower()
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[str]:
+    """A fresh namespace labelled with the run and test, deleted at teardown."""
+    kube = cluster.kube
+    name = f"dra-{_slug(request.node.nodeid)}-{uuid.uuid4().hex[:5]}"[:63]
+    kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {
+        RUN_LABEL: run_id, TEST_LABEL: _slug(request.node.nodeid),
+    }}})
+    try:
+        # The ServiceAccount admission plugin rejects pods until the default SA exists.
+        wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
+                        f"default ServiceAccount in {name}", namespace=name)
+        yield name
+    finally:
+        cluster.delete_namespace(name)
+
+
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest) -> Evidence:
+    """Record facts (device, node, timings) that the report shows next to the verdict."""
+    return Evidence.for_item(request.node)
+
+
+class _EvidenceWriter:
+    """Registered on the controller only, which sees every worker's reports."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.report_dir = report_dir
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        evidence_mod.write(self.report_dir, report)

@@ -1,0 +1,51 @@
+"""The process supervisor: groups are stopped, pids are not confused, strays are found."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from dra_harness.local.processes import Supervisor, Tracked, strays
+
+
+def test_a_started_process_is_tracked_and_stopped_with_its_children(tmp_path):
+    sup = Supervisor(tmp_path)
+    # A shell whose child ignores SIGTERM: the whole group must still be gone.
+    t = sup.start("sh", ["sh", "-c", f"trap '' TERM; sleep 60 & wait; : {tmp_path}/marker"])
+    time.sleep(0.3)
+    assert t.alive() and sup.get("sh") == t
+    children = strays(tmp_path)
+    assert t.pid in children
+    sup.stop("sh", grace=0.5)
+    assert not t.alive()
+    assert sup.tracked() == []
+    out = subprocess.run(["pgrep", "-f", f"sleep 60 & wait; : {tmp_path}/marker"], capture_output=True, text=True)
+    assert out.stdout.strip() == ""
+
+
+def test_a_reused_pid_is_not_treated_as_ours(tmp_path):
+    me = Tracked("impostor", pid=1, start_time="0")
+    assert not me.alive()
+
+
+def test_stop_all_finds_strays_by_command_line(tmp_path):
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path) + "/x"], start_new_session=True)
+    try:
+        sup = Supervisor(tmp_path)
+        assert stray.pid in strays(tmp_path)
+        sup.stop_all(grace=1)
+        assert stray.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        stray.kill()
+
+
+def test_a_crashed_process_leaves_its_log_tail(tmp_path):
+    sup = Supervisor(tmp_path)
+    sup.start("crash", ["sh", "-c", "echo first; echo 'fatal: bad flag'; exit 3"])
+    deadline = time.time() + 5
+    while sup.exited("crash") is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert sup.exited("crash") == 3
+    assert sup.log_tail("crash").splitlines()[-1] == "fatal: bad flag"
