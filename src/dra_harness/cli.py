@@ -166,6 +166,33 @@ def gates() -> None:
     err.print(f"wrote {gate_table.TABLE_PATH}")
 
 
+# -- benchmarks -------------------------------------------------------------------
+@main.group()
+def bench() -> None:
+    """Print performance figures (nothing here is a pass/fail check)."""
+
+
+@bench.command("cluster")
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option("--nodes", default=4, show_default=True)
+@click.option("--gpus-per-node", default=8, show_default=True)
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+def bench_cluster(runs: int, nodes: int, gpus_per_node: int, k8s_version: str) -> None:
+    """Warm `cluster up` to all slices ready, `cluster down`, and memory."""
+    from .bench import cluster_bench
+
+    cluster_bench(runs, nodes, gpus_per_node, k8s_version, err)
+
+
+@bench.command("build")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+def bench_build(k8s_version: str) -> None:
+    """Cold build of every component into empty, temporary caches."""
+    from .bench import cold_build_bench
+
+    cold_build_bench(k8s_version, err)
+
+
 # -- runs -----------------------------------------------------------------------
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--cluster", "provider", type=click.Choice(["local", "existing"]), default="local", show_default=True)

@@ -23,6 +23,8 @@ from . import evidence as evidence_mod
 from .cluster_handle import ClusterHandle, open_existing, open_local
 from .kube import rest
 from .evidence import Evidence
+from .inventory import HardwareFileError, load_hardware
+from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import RUN_LABEL, TEST_LABEL
 from .local.cluster import LocalCluster, clusters_root
@@ -64,10 +66,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config._dra_run_id = run_id  # type: ignore[attr-defined]
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
-    if config.getoption("--cluster") == "existing" and not (config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG")):
-        raise pytest.UsageError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
-    if config.getoption("--cluster") == "kind":
+    if workerinput is None:
+        _check_inputs(config)
+
+
+def _check_inputs(config: pytest.Config) -> None:
+    """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
+    provider = config.getoption("--cluster")
+    if provider == "kind":
         raise pytest.UsageError("--cluster=kind is not implemented yet; use --cluster=existing --kubeconfig <kind kubeconfig>")
+    hardware = config.getoption("--expected-hardware")
+    if hardware:
+        try:
+            load_hardware(hardware)
+        except HardwareFileError as e:
+            raise pytest.UsageError(f"--expected-hardware {e}") from None
+    if provider == "existing":
+        kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG")
+        if not kubeconfig:
+            raise pytest.UsageError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
+        try:
+            connect(kubeconfig, config.getoption("--context")).request("GET", "/version", timeout=10)
+        except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
+            raise pytest.UsageError(str(e).splitlines()[0]) from None
 
 
 def _local_name(run_id: str) -> str:

@@ -21,7 +21,9 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import sys
+import urllib.request
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -403,22 +405,34 @@ class LocalCluster:
         self._poll(f"{spec.gpus_per_node} devices in every node's ResourceSlices", deadline, probe)
 
     def _wait_scheduler(self, kube: Kube, deadline: float) -> None:
-        port = self.state().ports["scheduler"]  # type: ignore[union-attr]
-        import ssl
-        import urllib.request
-
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-
         def probe() -> str | None:
             try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=ctx, timeout=2) as r:
-                    return None if r.read().strip() == b"ok" else "not ok"
+                return None if self._component_get("kube-scheduler", "/healthz").strip() == "ok" else "not ok"
             except OSError as e:
                 return f"kube-scheduler healthz: {e}"
 
         self._poll("kube-scheduler healthy", deadline, probe)
+
+    _PORTS = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
+
+    def _component_get(self, component: str, path: str) -> str:
+        """GET a control-plane component's own endpoint as the cluster admin."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        ctx = ssl.create_default_context()
+        # kube-controller-manager and kube-scheduler serve self-signed certificates.
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        pki = self.state_dir / "pki"
+        ctx.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        url = f"https://127.0.0.1:{st.ports[self._PORTS[component]]}{path}"
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+            return r.read().decode()
+
+    def metrics(self, component: str) -> str:
+        """Prometheus text of a control-plane component (``kubernetes_feature_enabled`` etc.)."""
+        return self._component_get(component, "/metrics")
 
     # -- watchdog ----------------------------------------------------------------
     def _start_watchdog(self, owner: int) -> None:

@@ -11,7 +11,7 @@ metric.
 Policy: turn on every DRA gate the release knows that is not locked, plus the gates
 they depend on, and serve every version of ``resource.k8s.io`` the release has (the
 alpha/beta versions hold DeviceTaintRule and ResourcePoolStatusRequest). When a
-workload gate is on, its scheduling.k8s.io alpha API is served too.
+workload gate is on, every non-GA scheduling.k8s.io version is served too.
 """
 
 from __future__ import annotations
@@ -119,8 +119,10 @@ def derive(source: Path, version: str) -> dict:
             runtime_config.append(f"resource.k8s.io/{v}")
     if wanted.get("GenericWorkload"):
         scheduling_storage = source / "pkg/registry/scheduling/rest/storage_scheduling.go"
+        # Workload-aware components watch PodGroups in the group's alpha/beta versions
+        # and wait for those informers before scheduling anything.
         runtime_config += [
-            f"scheduling.k8s.io/{v}" for v in served_versions(scheduling_storage.read_text()) if "alpha" in v
+            f"scheduling.k8s.io/{v}" for v in served_versions(scheduling_storage.read_text()) if v != "v1"
         ]
     return {
         "feature_gates": dict(sorted(wanted.items())),

@@ -179,3 +179,41 @@ def _ancestors() -> set[int]:
         except (OSError, ValueError, IndexError):
             break
     return pids
+
+
+def listening_sockets(pids: list[int]) -> list[tuple[str, int, int]]:
+    """``(address, port, pid)`` of every TCP socket in LISTEN state owned by ``pids``."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] != "0A" or cols[9] not in inodes:  # 0A = LISTEN
+                continue
+            addr_hex, port_hex = cols[1].split(":")
+            found.append((_address(addr_hex, v6), int(port_hex, 16), inodes[cols[9]]))
+    return found
+
+
+def _address(hex_addr: str, v6: bool) -> str:
+    import ipaddress
+
+    raw = bytes.fromhex(hex_addr)
+    # /proc stores each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.IPv6Address(words) if v6 else ipaddress.IPv4Address(words))

@@ -1,0 +1,51 @@
+"""Bad input ends in one line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "dra_harness.cli"]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["cluster", "kubeconfig", "--name", "no-such-cluster"], "cluster 'no-such-cluster' is not up"),
+        (["cluster", "status", "--name", "no-such-cluster"], "cluster 'no-such-cluster' is not up"),
+        (["cluster", "up", "--k8s-version", "1.2.3"], "'1.2.3' is not one of"),
+        (["cluster", "up", "--nodes", "0"], "0 is not in the range"),
+    ],
+)
+def test_bad_cluster_commands_fail_in_one_line(args, expected):
+    out = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert expected in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_an_unreadable_kubeconfig_fails_the_run_in_one_line(tmp_path):
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("this: [is not a kubeconfig\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/test_inventory.py", "--cluster=existing", f"--kubeconfig={bad}", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode != 0
+    assert "kubeconfig" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_a_bad_hardware_file_names_the_field(tmp_path):
+    hw = tmp_path / "hw.yaml"
+    hw.write_text("driver: gpu.example.com\nnodes: {n1: {devices: many}}\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/test_inventory.py", "--cluster=existing", f"--kubeconfig={tmp_path / 'missing'}",
+         f"--expected-hardware={hw}", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode != 0
+    assert "Traceback" not in out.stdout + out.stderr
+    assert "nodes.n1.devices: 'many' is not of type 'integer'" in out.stdout + out.stderr

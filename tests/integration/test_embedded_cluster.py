@@ -1,0 +1,78 @@
+"""The embedded cluster is a real DRA cluster: version, gates, slices, allocation, loopback only."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from dra_harness.kube import builders as b
+from dra_harness.kube import rest
+from dra_harness.kube.pods import allocated_devices, allocated_node, pod_claims, wait_running
+from dra_harness.local import gates
+from dra_harness.local.processes import listening_sockets
+
+
+def kubectl(binaries, cluster, *args: str) -> str:
+    out = subprocess.run(
+        [binaries["kubectl"], f"--kubeconfig={cluster.kubeconfig}", *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_kubectl_reports_the_requested_server_version(cluster, binaries):
+    version = json.loads(kubectl(binaries, cluster, "version", "-o", "json"))
+    assert version["serverVersion"]["gitVersion"] == "v" + cluster.local.state().spec.k8s_version
+    assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"]
+
+
+def test_kubectl_lists_every_nodes_slices_with_all_devices(cluster, binaries):
+    slices = json.loads(kubectl(binaries, cluster, "get", "resourceslices", "-o", "json"))["items"]
+    per_node: dict[str, int] = {}
+    for s in slices:
+        assert s["spec"]["driver"] == "gpu.example.com"
+        per_node[s["spec"]["nodeName"]] = per_node.get(s["spec"]["nodeName"], 0) + len(s["spec"]["devices"])
+    spec = cluster.local.state().spec
+    assert per_node == {n: spec.gpus_per_node for n in spec.node_names()}
+
+
+def _enabled_gates(metrics: str) -> dict[str, bool]:
+    found = {}
+    for m in re.finditer(r'^kubernetes_feature_enabled\{name="(\w+)",stage="\w*"\} (\d)', metrics, re.M):
+        found[m.group(1)] = m.group(2) == "1"
+    return found
+
+
+def test_every_dra_gate_of_the_version_table_is_enabled_in_every_component(cluster):
+    row = gates.for_version(cluster.local.state().spec.k8s_version)
+    wanted = set(row["feature_gates"]) | set(row["dra_gates_locked_on"])
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        enabled = _enabled_gates(cluster.local.metrics(component))
+        off = sorted(g for g in wanted if not enabled.get(g))
+        assert not off, f"{component}: gates not enabled: {off}"
+
+
+def test_the_alpha_and_beta_resource_apis_of_the_table_are_served(cluster):
+    row = gates.for_version(cluster.local.state().spec.k8s_version)
+    served = {v["groupVersion"] for v in cluster.kube.request("GET", "/apis/resource.k8s.io")["versions"]}
+    assert {gv for gv in row["runtime_config"] if gv.startswith("resource.k8s.io/")} | {"resource.k8s.io/v1"} <= served
+
+
+def test_a_template_pod_gets_an_allocation_from_the_scheduler_and_runs(cluster, namespace):
+    kube = cluster.kube
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, b.claim_template("gpu", cluster.run_id, [b.exactly("gpu", "gpu.example.com")]), namespace)
+    kube.create(rest.PODS, b.pod("app", cluster.run_id, claims={"gpu": {"template": "gpu"}}), namespace)
+    pod = wait_running(kube, namespace, "app", timeout=60)
+    claim = pod_claims(kube, pod)["gpu"]
+    devices = allocated_devices(claim)
+    assert [d.driver for d in devices] == ["gpu.example.com"]
+    assert allocated_node(claim) == pod["spec"]["nodeName"]
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["app"]
+
+
+def test_every_listener_is_on_loopback(cluster):
+    sockets = listening_sockets(cluster.local.pids())
+    assert sockets, "the cluster's processes listen on nothing"
+    exposed = [(a, p) for a, p, _ in sockets if a not in ("127.0.0.1", "::1")]
+    assert not exposed, f"listening beyond loopback: {exposed}"

@@ -1,0 +1,77 @@
+"""Nothing of a cluster survives it: not after `down`, a killed owner, or lost pid files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from dra_harness.local.cluster import ClusterSpec, LocalCluster
+from dra_harness.local.processes import listening_sockets
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(cluster: LocalCluster, pids: list[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not cluster.state_dir.exists() and not any(_alive(p) for p in pids):
+            return
+        time.sleep(0.2)
+    raise AssertionError(
+        f"after {timeout}s: state dir exists={cluster.state_dir.exists()}, alive={[p for p in pids if _alive(p)]}"
+    )
+
+
+def test_down_leaves_no_process_listening_port_or_directory(small_cluster):
+    pids = small_cluster.pids()
+    ports = {p for _, p, _ in listening_sockets(pids)}
+    assert len(pids) >= 7 and ports  # etcd, apiserver, kcm, scheduler, kwok, 2 drivers (+ watchdog)
+    started = time.monotonic()
+    small_cluster.down()
+    took = time.monotonic() - started
+    assert not [p for p in pids if _alive(p)]
+    listening_now = {p for _, p, _ in listening_sockets([int(x) for x in os.listdir("/proc") if x.isdigit()])}
+    assert not ports & listening_now, f"ports still listening: {sorted(ports & listening_now)}"
+    assert not small_cluster.state_dir.exists()
+    assert took < 30, f"down took {took:.1f}s"
+
+
+def test_the_watchdog_removes_the_cluster_when_its_owner_is_killed(binaries):
+    owner = subprocess.Popen(["sleep", "600"])
+    cluster = LocalCluster("it-watchdog")
+    try:
+        cluster.up(ClusterSpec(name=cluster.name, nodes=1, gpus_per_node=1, owner_pid=owner.pid))
+        pids = cluster.pids()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        _wait_gone(cluster, pids, timeout=30)
+    finally:
+        owner.kill()
+        cluster.down()
+
+
+def test_down_all_finds_processes_whose_pid_files_were_lost(binaries):
+    cli = [sys.executable, "-m", "dra_harness.cli"]
+    name = "it-stale"
+    up = subprocess.run([*cli, "cluster", "up", "--name", name, "--nodes", "1", "--gpus-per-node", "1"], capture_output=True, text=True, timeout=300)
+    cluster = LocalCluster(name)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.strip() == str(cluster.kubeconfig)
+        pids = cluster.pids()
+        shutil.rmtree(cluster.state_dir / "pids")  # as if the harness died before writing them
+        down = subprocess.run([*cli, "cluster", "down", "--all"], capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stderr
+        _wait_gone(cluster, pids, timeout=15)
+    finally:
+        cluster.down()
