@@ -18,7 +18,13 @@ from .components import catalog
 from .components.gomod import GoError
 from .kube.client import KubeconfigError
 from .kube.rest import ApiError, Unreachable
-from .local.cluster import DEFAULT_NAME, ClusterError, ClusterSpec, LocalCluster, all_clusters
+from .local.cluster import (
+    DEFAULT_NAME,
+    ClusterError,
+    ClusterSpec,
+    LocalCluster,
+    all_clusters,
+)
 
 err = Console(stderr=True)
 EXPECTED = (ClusterError, builder.BuildError, GoError, KubeconfigError, ApiError, Unreachable, ValueError, KeyError)
@@ -133,7 +139,7 @@ def components() -> None:
 def build_cmd(k8s_version: str, all_versions: bool) -> None:
     """Build what the embedded cluster needs; print each binary directory."""
     wanted = catalog.all_components() if all_versions else catalog.for_cluster(k8s_version)
-    for name, built in builder.build_all(wanted).items():
+    for built in builder.build_all(wanted).values():
         how = "cached" if built.cached else f"built in {built.seconds:.0f}s"
         err.print(f"{built.component.dirname}: {how}")
         click.echo(built.directory)

@@ -11,14 +11,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .components import catalog
 from .inventory import Hardware, load_hardware
 from .kube import rest
 from .kube.client import connect
 from .kube.rest import Kube
-from .kube.waits import WaitError, wait_for_deletion
+from .kube.waits import WaitError, watch_until
 from .labels import run_selector
-from .local.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, owner_alive, all_clusters
-from .components import catalog
+from .local.cluster import (
+    DRIVER_NAME,
+    ClusterSpec,
+    LocalCluster,
+    all_clusters,
+    owner_alive,
+)
 
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label.
 _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
@@ -45,21 +51,33 @@ class ClusterHandle:
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]
 
-    def delete_namespace(self, name: str, timeout: float = 60.0) -> None:
-        self.kube.delete(rest.NAMESPACES, name)
-        try:
-            wait_for_deletion(self.kube, rest.NAMESPACES, name, timeout)
-        except WaitError as e:
-            self.notes.append(f"namespace {name} still terminating: {e}")
+    def delete_namespace(self, name: str) -> None:
+        """Start deleting a test's namespace; :meth:`sweep` waits for all of them at the end.
 
-    def sweep(self) -> None:
-        """Delete everything labelled with this run: namespaces first, then cluster-scoped objects."""
+        Waiting here would cost every test the namespace controller's ~5 s requeue.
+        """
+        self.kube.delete(rest.NAMESPACES, name)
+
+    def sweep(self, timeout: float = 120.0) -> list[str]:
+        """Delete everything labelled with this run and wait until it is gone.
+
+        Returns what is still there after ``timeout`` (normally nothing).
+        """
         selector = run_selector(self.run_id)
         for ns in self.kube.list(rest.NAMESPACES, label_selector=selector):
             self.kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
         for res in _CLUSTER_SCOPED:
             for obj in self.kube.list(res, label_selector=selector):
                 self.kube.delete(res, obj["metadata"]["name"])
+        try:
+            watch_until(self.kube, rest.NAMESPACES, lambda items: not items, timeout,
+                        f"namespaces of run {self.run_id} to be deleted", label_selector=selector)
+        except WaitError:
+            pass
+        left = [f"namespace/{n['metadata']['name']}" for n in self.kube.list(rest.NAMESPACES, label_selector=selector)]
+        for res in _CLUSTER_SCOPED:
+            left += [f"{res.kind}/{o['metadata']['name']}" for o in self.kube.list(res, label_selector=selector)]
+        return left
 
 
 def open_existing(kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None) -> ClusterHandle:

@@ -14,6 +14,7 @@ import fcntl
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +22,9 @@ import pytest
 
 from . import evidence as evidence_mod
 from .cluster_handle import ClusterHandle, open_existing, open_local
-from .kube import rest
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
+from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import RUN_LABEL, TEST_LABEL
@@ -133,7 +134,9 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHand
     try:
         yield handle
     finally:
-        handle.sweep()
+        left = handle.sweep()
+        if left:
+            warnings.warn(f"objects of run {run_id} still present after cleanup: {', '.join(left)}", stacklevel=1)
 
 
 def _slug(nodeid: str) -> str:

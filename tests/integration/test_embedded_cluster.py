@@ -8,7 +8,12 @@ import subprocess
 
 from dra_harness.kube import builders as b
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_devices, allocated_node, pod_claims, wait_running
+from dra_harness.kube.pods import (
+    allocated_devices,
+    allocated_node,
+    pod_claims,
+    wait_running,
+)
 from dra_harness.local import gates
 from dra_harness.local.processes import listening_sockets
 

@@ -24,10 +24,8 @@ def test_a_pod_with_a_run_duration_completes_after_it_and_frees_its_claim(cluste
     ran_for = time.monotonic() - running_at
     assert 2.0 <= ran_for <= 15, f"declared 3s, completed after {ran_for:.1f}s"
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
-    # A finished pod no longer holds its device: the claim controller drops the reservation.
-    claim = claim_names(pod)["gpu"]
-    wait_for_object(kube, rest.RESOURCE_CLAIMS, claim, lambda c: not c.get("status", {}).get("reservedFor"), 30,
-                    "claim reservation to be dropped", namespace)
+    # A finished pod no longer holds its device: the claim controller releases and deletes its generated claim.
+    wait_for_deletion(kube, rest.RESOURCE_CLAIMS, claim_names(pod)["gpu"], 30, namespace)
 
 
 def test_job_pods_complete_and_the_job_succeeds(cluster, namespace):

@@ -24,7 +24,7 @@ def _alive(pid: int) -> bool:
 def _wait_gone(cluster: LocalCluster, pids: list[int], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not cluster.state_dir.exists() and not any(_alive(p) for p in pids):
+        if not cluster.state_dir.exists() and not cluster.runtime_dir.exists() and not any(_alive(p) for p in pids):
             return
         time.sleep(0.2)
     raise AssertionError(
@@ -42,7 +42,7 @@ def test_down_leaves_no_process_listening_port_or_directory(small_cluster):
     assert not [p for p in pids if _alive(p)]
     listening_now = {p for _, p, _ in listening_sockets([int(x) for x in os.listdir("/proc") if x.isdigit()])}
     assert not ports & listening_now, f"ports still listening: {sorted(ports & listening_now)}"
-    assert not small_cluster.state_dir.exists()
+    assert not small_cluster.state_dir.exists() and not small_cluster.runtime_dir.exists()
     assert took < 30, f"down took {took:.1f}s"
 
 

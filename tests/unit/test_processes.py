@@ -34,6 +34,9 @@ def test_stop_all_finds_strays_by_command_line(tmp_path):
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path) + "/x"], start_new_session=True)
     try:
         sup = Supervisor(tmp_path)
+        deadline = time.monotonic() + 5
+        while stray.pid not in strays(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd and shows its own command line
         assert stray.pid in strays(tmp_path)
         sup.stop_all(grace=1)
         assert stray.wait(timeout=5) == -signal.SIGTERM

@@ -184,8 +184,8 @@ def build_all(components: list[Component], quiet: bool = False) -> dict[str, Bui
     if missing and not quiet:
         with progress_bar() as progress:
             for c in components:
-                results[c.name] = build(c, progress)
+                results[c.dirname] = build(c, progress)
     else:
         for c in components:
-            results[c.name] = build(c)
+            results[c.dirname] = build(c)
     return results

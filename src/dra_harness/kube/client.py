@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -29,7 +30,11 @@ def load_configuration(path: Path | str | None, context: str | None = None) -> c
             client_configuration=configuration,
             persist_config=False,
         )
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as e:
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise KubeconfigError(f"kubeconfig {path}:{where} is not valid YAML") from e
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
         raise KubeconfigError(f"kubeconfig {path or '~/.kube/config'}: {first}") from e
     return configuration

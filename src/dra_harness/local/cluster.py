@@ -9,13 +9,17 @@ all of it removed by ``down``::
     etcd/             etcd data (no fsync: this is a test cluster)
     logs/<proc>.log   one log per process
     pids/<proc>.pid   pid + kernel start time per process
-    nodes/<node>/     the driver plugin's private registrar, plugin and CDI dirs
+
+and, because unix socket paths are limited to 107 bytes, a short
+``$TMPDIR/dra-harness-<hash>/<node>/`` with each driver plugin's private registrar,
+plugin and CDI directories (also removed by ``down``).
 
 Everything listens on 127.0.0.1 only, on ports picked free at start.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,8 +27,9 @@ import signal
 import socket
 import ssl
 import sys
-import urllib.request
+import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -289,8 +294,14 @@ class LocalCluster:
         ])
 
     # -- provider actions --------------------------------------------------------
+    @property
+    def runtime_dir(self) -> Path:
+        """Short per-cluster directory for unix sockets (whose paths may not exceed 107 bytes)."""
+        digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:10]
+        return Path(tempfile.gettempdir()) / f"dra-harness-{digest}"
+
     def driver_dirs(self, node: str) -> dict[str, Path]:
-        base = self.state_dir / "nodes" / node
+        base = self.runtime_dir / node
         return {"registrar": base / "plugins_registry", "plugins": base / "plugins", "cdi": base / "cdi"}
 
     def start_driver(self, node: str) -> None:
@@ -442,14 +453,16 @@ class LocalCluster:
 
     # -- down / status -------------------------------------------------------------
     def down(self) -> None:
-        """Stop every process (drivers first, etcd last) and remove the state directory."""
+        """Stop every process (drivers first, etcd last) and remove the state and socket directories."""
         if not self.state_dir.exists():
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
             return
         names = [t.name for t in self.supervisor.tracked()]
         order = [n for n in names if n.startswith("driver-")] + [
             "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd",
         ]
         self.supervisor.stop_all(order=order, grace=5.0)
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def status(self) -> dict:

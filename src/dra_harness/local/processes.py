@@ -109,7 +109,8 @@ class Supervisor:
         """Stop one process group: ``sig`` first, SIGKILL after ``grace`` seconds."""
         tracked = self.get(name)
         if tracked is not None:
-            _stop_group(tracked, grace, sig)
+            if tracked.pid not in _ancestors():  # the watchdog running `down` spares itself
+                _stop_group(tracked, grace, sig)
             self._reap(name)
             (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
 
