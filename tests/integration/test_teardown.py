@@ -60,7 +60,9 @@ def test_the_watchdog_removes_the_cluster_when_its_owner_is_killed(binaries):
         cluster.down()
 
 
-def test_down_all_finds_processes_whose_pid_files_were_lost(binaries):
+def test_down_all_finds_processes_whose_pid_files_were_lost(binaries, tmp_path, monkeypatch):
+    # A private state root: `down --all` must not take the test session's own cluster with it.
+    monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path / "clusters"))
     cli = [sys.executable, "-m", "dra_harness.cli"]
     name = "it-stale"
     up = subprocess.run([*cli, "cluster", "up", "--name", name, "--nodes", "1", "--gpus-per-node", "1"], capture_output=True, text=True, timeout=300)

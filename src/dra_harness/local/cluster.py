@@ -1,6 +1,7 @@
 """The embedded DRA cluster: a real control plane, KWOK nodes and the real example driver.
 
-Layout of one cluster's state directory (``$DRA_HARNESS_CACHE/clusters/<name>``),
+Layout of one cluster's state directory (``$DRA_HARNESS_STATE/<name>``, by default
+``$DRA_HARNESS_CACHE/clusters/<name>``),
 all of it removed by ``down``::
 
     cluster.json      what was started: version, nodes, ports, timings
@@ -57,7 +58,9 @@ class ClusterError(RuntimeError):
 
 
 def clusters_root() -> Path:
-    return builder.cache_root() / "clusters"
+    """Where cluster state lives: ``$DRA_HARNESS_STATE``, else ``<cache>/clusters``."""
+    override = os.environ.get("DRA_HARNESS_STATE")
+    return Path(override) if override else builder.cache_root() / "clusters"
 
 
 @dataclass
