@@ -76,6 +76,7 @@ def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: flo
     """Start a cluster; returns when every node's slices hold all its devices."""
     c = LocalCluster(name)
     spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version)
+    builder.build_all(catalog.for_cluster(k8s_version))
     with err.status("starting") as status:
         state = c.up(spec, timeout=timeout, say=lambda s: status.update(s))
     err.print(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+from kubernetes import client
 
 from .components import catalog
 from .inventory import Hardware, load_hardware
@@ -27,6 +30,7 @@ from .local.cluster import (
 )
 
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label.
+T = TypeVar("T")
 _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
 
 
@@ -47,6 +51,14 @@ class ClusterHandle:
     @property
     def device_class(self) -> str:
         return self.expected.device_class or self.expected.driver
+
+    def typed(self, api: type[T]) -> T:
+        """A generated typed API (e.g. ``kubernetes.client.ResourceV1Api``) on this cluster's connection.
+
+        Suites use the dict-based :attr:`kube` so that fields newer than the client
+        library still show up in evidence; typed APIs are here for user extensions.
+        """
+        return api(client.ApiClient(self.kube.configuration))
 
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]

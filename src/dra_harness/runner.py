@@ -67,6 +67,7 @@ def run_suites(options: RunOptions, console: Console) -> int:
                 name=cluster.name, nodes=options.nodes, gpus_per_node=options.gpus_per_node,
                 k8s_version=options.k8s_version, owner_pid=os.getpid(),
             )
+            builder.build_all(catalog.for_cluster(options.k8s_version))
             with console.status("bringing up the embedded cluster") as status:
                 state = cluster.up(spec, say=lambda s: status.update(s))
             console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{options.k8s_version})")

@@ -81,3 +81,10 @@ def test_every_listener_is_on_loopback(cluster):
     assert sockets, "the cluster's processes listen on nothing"
     exposed = [(a, p) for a, p, _ in sockets if a not in ("127.0.0.1", "::1")]
     assert not exposed, f"listening beyond loopback: {exposed}"
+
+
+def test_typed_clients_work_on_the_same_connection(cluster):
+    from kubernetes import client
+
+    slices = cluster.typed(client.ResourceV1Api).list_resource_slice()
+    assert len(slices.items) == cluster.local.state().spec.nodes

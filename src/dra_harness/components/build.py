@@ -83,20 +83,22 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def build(component: Component, progress: Progress | None = None) -> Built:
-    """Build every binary of ``component`` unless the cache already has them."""
+def build(component: Component, progress: Progress | None = None, module_dir: Path | None = None) -> Built:
+    """Build every binary of ``component`` unless the cache already has them.
+
+    ``module_dir`` overrides the wrapper module (``components/<name>-v<version>``).
+    """
     gover = go_version()
     target = binary_dir(component, gover)
     with _lock(cache_root() / "locks" / f"{component.dirname}.lock"):
         if is_cached(component, gover):
             return Built(component, target, 0.0, cached=True)
         started = time.monotonic()
-        _build(component, target, progress)
+        _build(component, target, progress, module_dir or component.module_dir(repo_root()))
         return Built(component, target, time.monotonic() - started, cached=False)
 
 
-def _build(component: Component, target: Path, progress: Progress | None) -> None:
-    module_dir = component.module_dir(repo_root())
+def _build(component: Component, target: Path, progress: Progress | None, module_dir: Path) -> None:
     if not (module_dir / "go.mod").exists():
         raise BuildError(f"{component.dirname}: no wrapper module at {module_dir}")
     packages = list(component.binaries.values())

@@ -43,7 +43,3 @@ def load_configuration(path: Path | str | None, context: str | None = None) -> c
 def connect(path: Path | str | None, context: str | None = None) -> Kube:
     return Kube(load_configuration(path, context))
 
-
-def typed(kube: Kube) -> client.ApiClient:
-    """The generated client over the same connection settings, for typed APIs."""
-    return client.ApiClient(kube.configuration)

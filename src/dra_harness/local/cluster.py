@@ -39,6 +39,7 @@ import yaml
 
 from ..components import build as builder
 from ..components import catalog
+from ..inventory import devices_by_node
 from ..kube import rest
 from ..kube.client import connect
 from ..kube.rest import Kube
@@ -143,7 +144,8 @@ class LocalCluster:
         """Start everything and return once every node's slices hold ``gpus_per_node`` devices."""
         if self.exists():
             raise ClusterError(f"cluster {self.name!r} already exists at {self.state_dir}; run `dra-harness cluster down` first")
-        built = builder.build_all(catalog.for_cluster(spec.k8s_version))
+        # Callers that want build progress on screen build first; this only checks the cache then.
+        built = builder.build_all(catalog.for_cluster(spec.k8s_version), quiet=True)
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True)
         try:
@@ -195,7 +197,7 @@ class LocalCluster:
         self._save(state)
         return state
 
-    def _start(self, name: str, argv: list[str], deadline_check: bool = True) -> None:
+    def _start(self, name: str, argv: list[str]) -> None:
         self.supervisor.start(name, argv)
 
     def _start_etcd(self, st: ClusterState) -> None:
@@ -410,7 +412,8 @@ class LocalCluster:
 
     def _wait_slices(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
         def probe() -> str | None:
-            counts = devices_per_node(kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}"))
+            slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}")
+            counts = {node: len(devices) for node, devices in devices_by_node(slices, DRIVER_NAME).items()}
             wrong = {n: counts.get(n, 0) for n in spec.node_names() if counts.get(n, 0) != spec.gpus_per_node}
             if wrong:
                 return "devices per node " + ", ".join(f"{n}={c}" for n, c in sorted(wrong.items()))
@@ -491,21 +494,6 @@ def _node_ready(node: dict) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
     )
-
-
-def devices_per_node(slices: list[dict]) -> dict[str, int]:
-    """Devices in the newest generation of each node-local pool, summed per node."""
-    newest: dict[str, int] = {}
-    for s in slices:
-        pool = s["spec"]["pool"]
-        newest[pool["name"]] = max(newest.get(pool["name"], 0), int(pool.get("generation", 0)))
-    counts: dict[str, int] = {}
-    for s in slices:
-        spec = s["spec"]
-        node = spec.get("nodeName")
-        if node and int(spec["pool"].get("generation", 0)) == newest[spec["pool"]["name"]]:
-            counts[node] = counts.get(node, 0) + len(spec.get("devices") or [])
-    return counts
 
 
 def all_clusters() -> list[LocalCluster]:
