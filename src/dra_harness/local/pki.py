@@ -35,6 +35,22 @@ def _write(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def _certificate(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, ca: bool) -> x509.CertificateBuilder:
+    """Fields every certificate here shares; the caller adds usage extensions and signs."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        # A little slack for clock differences between processes started seconds apart.
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+
+
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -58,18 +74,10 @@ class PKI:
         self.sa_pub = root / "sa.pub"
 
     def create(self) -> None:
-        now = dt.datetime.now(dt.timezone.utc)
         self._ca_key = _key()
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-harness-ca")])
         self._ca = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self._ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            _certificate(name, name, self._ca_key, ca=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
@@ -98,19 +106,11 @@ class PKI:
         organizations: tuple[str, ...] = (),
         server: bool = False,
     ) -> Identity:
-        now = dt.datetime.now(dt.timezone.utc)
         key = _key()
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self._ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            _certificate(x509.Name(attrs), self._ca.subject, key, ca=False)
             .add_extension(
                 x509.ExtendedKeyUsage(
                     [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
