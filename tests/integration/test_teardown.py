@@ -77,3 +77,27 @@ def test_down_all_finds_processes_whose_pid_files_were_lost(binaries, tmp_path, 
         _wait_gone(cluster, pids, timeout=15)
     finally:
         cluster.down()
+
+
+def test_ctrl_c_during_up_leaves_nothing(binaries, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path / "clusters"))
+    cluster = LocalCluster("it-interrupted")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dra_harness.cli", "cluster", "up", "--name", cluster.name, "--nodes", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # Interrupt once the control plane is starting, before `up` can finish.
+        deadline = time.monotonic() + 60
+        while not (cluster.state_dir / "logs" / "kube-apiserver.log").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = cluster.pids()
+        assert pids, "nothing was started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err
+        _wait_gone(cluster, pids, timeout=15)
+    finally:
+        proc.kill()
+        cluster.down()
