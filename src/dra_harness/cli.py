@@ -128,6 +128,19 @@ def kubeconfig(name: str) -> None:
     click.echo(str(c.kubeconfig))
 
 
+@cluster.command()
+@name_option
+def env(name: str) -> None:
+    """Print shell exports for the cluster: KUBECONFIG, and PATH with the matching kubectl first."""
+    c = LocalCluster(name)
+    st = c.state()
+    if st is None:
+        raise ClusterError(f"cluster {name!r} is not up")
+    kubectl_dir = Path(st.binaries["kubectl"]).parent
+    click.echo(f"export KUBECONFIG={c.kubeconfig}")
+    click.echo(f'export PATH={kubectl_dir}:"$PATH"')
+
+
 # -- components -------------------------------------------------------------------
 @main.group()
 def components() -> None:
