@@ -141,6 +141,30 @@ def env(name: str) -> None:
     click.echo(f'export PATH={kubectl_dir}:"$PATH"')
 
 
+# -- diagnosis -------------------------------------------------------------------
+@main.command()
+@click.option("-n", "--namespace", help="Only this namespace (default: all).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: the embedded cluster --name, else KUBECONFIG.")
+@click.option("--context")
+@name_option
+@click.option("--json", "as_json", is_flag=True)
+def diagnose(namespace: str | None, kubeconfig: str | None, context: str | None, name: str, as_json: bool) -> None:
+    """Say why each Pending pod with ResourceClaims is not scheduled."""
+    from .diagnose import diagnose as run_diagnosis
+    from .kube.client import connect
+
+    if kubeconfig is None and LocalCluster(name).kubeconfig.exists():
+        kubeconfig = str(LocalCluster(name).kubeconfig)
+    results = run_diagnosis(connect(kubeconfig, context), namespace)
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+        return
+    if not results:
+        click.echo("no Pending pods with resource claims")
+    for r in results:
+        click.echo(f"{r.namespace}/{r.pod}: {r.cause}: {r.message}")
+
+
 # -- components -------------------------------------------------------------------
 @main.group()
 def components() -> None:

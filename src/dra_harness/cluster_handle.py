@@ -14,8 +14,9 @@ from typing import TypeVar
 
 from kubernetes import client
 
+from . import profiles
 from .components import catalog
-from .inventory import Hardware, load_hardware
+from .inventory import Hardware, devices_by_node, load_hardware
 from .kube import rest
 from .kube.client import connect
 from .kube.rest import Kube
@@ -28,6 +29,7 @@ from .local.cluster import (
     all_clusters,
     owner_alive,
 )
+from .profiles import DriverProfile
 
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label.
 T = TypeVar("T")
@@ -41,16 +43,17 @@ class ClusterHandle:
     kubeconfig: Path
     run_id: str
     expected: Hardware
+    profile: DriverProfile
     local: LocalCluster | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def driver(self) -> str:
-        return self.expected.driver
+        return self.profile.driver
 
     @property
     def device_class(self) -> str:
-        return self.expected.device_class or self.expected.driver
+        return self.profile.device_class
 
     def typed(self, api: type[T]) -> T:
         """A generated typed API (e.g. ``kubernetes.client.ResourceV1Api``) on this cluster's connection.
@@ -92,21 +95,21 @@ class ClusterHandle:
         return left
 
 
-def open_existing(kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None) -> ClusterHandle:
+def open_existing(
+    kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None, driver: str | None
+) -> ClusterHandle:
     kube = connect(kubeconfig, context)
-    if expected_file:
-        expected = load_hardware(expected_file)
-    else:
-        expected = _observed_hardware(kube, DRIVER_NAME)
-    return ClusterHandle("existing", kube, Path(kubeconfig) if kubeconfig else Path("~/.kube/config"), run_id, expected)
+    profile = profiles.by_name(driver) if driver else profiles.detect(kube)
+    expected = load_hardware(expected_file) if expected_file else _observed_hardware(kube, profile)
+    path = Path(kubeconfig) if kubeconfig else Path("~/.kube/config")
+    return ClusterHandle("existing", kube, path, run_id, expected, profile)
 
 
-def _observed_hardware(kube: Kube, driver: str) -> Hardware:
+def _observed_hardware(kube: Kube, profile: DriverProfile) -> Hardware:
     """Without an expected-hardware file, the nodes that publish now define the baseline."""
-    from .inventory import devices_by_node
-
-    slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={driver}")
-    return Hardware(driver=driver, device_class=driver, nodes={n: len(d) for n, d in devices_by_node(slices, driver).items()})
+    slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={profile.driver}")
+    nodes = {n: len(d) for n, d in devices_by_node(slices, profile.driver).items()}
+    return Hardware(driver=profile.driver, device_class=profile.device_class, nodes=nodes)
 
 
 def local_hardware(spec: ClusterSpec) -> Hardware:
@@ -151,6 +154,6 @@ def open_local(
     state = cluster.state()
     assert state is not None
     expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
-    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, local=cluster)
+    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, profiles.by_name(DRIVER_NAME), local=cluster)
     handle.notes.append(note)
     return handle

@@ -29,6 +29,7 @@ from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import RUN_LABEL, TEST_LABEL
 from .local.cluster import LocalCluster, clusters_root
+from .profiles import ProfileError, by_name, detect
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 
@@ -39,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster")
     group.addoption("--kubeconfig", default=None, help="kubeconfig of an existing cluster")
     group.addoption("--context", default=None, help="kubeconfig context of an existing cluster")
+    group.addoption("--driver", default=None,
+                    help="driver profile (example, nvidia) or driver name; detected on existing clusters by default")
     group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
     group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
     group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
@@ -87,9 +90,17 @@ def _check_inputs(config: pytest.Config) -> None:
         if not kubeconfig:
             raise pytest.UsageError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
         try:
-            connect(kubeconfig, config.getoption("--context")).request("GET", "/version", timeout=10)
-        except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
+            kube = connect(kubeconfig, config.getoption("--context"))
+            kube.request("GET", "/version", timeout=10)
+            driver = config.getoption("--driver")
+            by_name(driver) if driver else detect(kube)
+        except (KubeconfigError, ProfileError, rest.Unreachable, rest.ApiError) as e:
             raise pytest.UsageError(str(e).splitlines()[0]) from None
+    elif config.getoption("--driver"):
+        try:
+            by_name(config.getoption("--driver"))
+        except ProfileError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 def _local_name(run_id: str) -> str:
@@ -114,7 +125,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHand
     opt = request.config.getoption
     expected = opt("--expected-hardware")
     if opt("--cluster") == "existing":
-        handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected)
+        handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
     else:
         name = _local_name(run_id)
         lock = clusters_root() / f".{name}.lock"

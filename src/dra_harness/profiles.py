@@ -1,0 +1,126 @@
+"""Driver profiles: what a suite needs to know about a DRA driver, so that no suite names one.
+
+A profile (``fixtures/profiles/<name>.yaml``) maps the suites' logical vocabulary
+(uuid, model, memory, what a container sees) to a driver's published names. On an
+existing cluster the profile is detected from the DeviceClasses and ResourceSlices
+it serves; ``--driver`` picks one by profile or driver name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .kube import rest
+from .kube.rest import Kube
+
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "driver", "deviceClass", "attributes", "capacity", "containerView"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "driver": {"type": "string"},
+        "deviceClass": {"type": "string"},
+        "attributes": {"type": "object", "required": ["uuid", "model"], "additionalProperties": {"type": "string"}},
+        "capacity": {"type": "object", "required": ["memory"], "additionalProperties": {"type": "string"}},
+        "coplacementAttributes": {"type": "array", "items": {"type": "string"}},
+        "containerView": {"enum": ["env", "nvml"]},
+        "sharingConfig": {"type": "object"},
+    },
+}
+
+
+class ProfileError(ValueError):
+    """No profile fits, or a profile file is invalid; the message is one line."""
+
+
+@dataclass(frozen=True)
+class DriverProfile:
+    name: str
+    driver: str
+    device_class: str
+    attributes: dict[str, str]
+    capacity: dict[str, str]
+    container_view: str
+    coplacement_attributes: tuple[str, ...] = ()
+    sharing_config: dict[str, Any] = field(default_factory=dict)
+
+    def qualified(self, published: str) -> str:
+        """``model`` -> ``gpu.example.com/model``; already-qualified names are kept."""
+        return published if "/" in published else f"{self.driver}/{published}"
+
+    def cel_attribute(self, logical: str) -> str:
+        """CEL for a logical attribute, e.g. ``device.attributes['gpu.example.com'].model``."""
+        domain, _, name = self.qualified(self.attributes[logical]).rpartition("/")
+        return f"device.attributes['{domain}'].{name}"
+
+    def cel_capacity(self, logical: str) -> str:
+        domain, _, name = self.qualified(self.capacity[logical]).rpartition("/")
+        return f"device.capacity['{domain}'].{name}"
+
+    def device_attribute(self, device: dict, logical: str) -> Any:
+        """The value a published device carries for a logical attribute (None if absent)."""
+        from .inventory import attribute_value
+
+        wanted = self.qualified(self.attributes.get(logical, logical))
+        for key, value in (device.get("attributes") or {}).items():
+            if self.qualified(key) == wanted:
+                return attribute_value(value)
+        return None
+
+
+def load_profile(path: Path) -> DriverProfile:
+    try:
+        raw = yaml.safe_load(path.read_text())
+        jsonschema.validate(raw, _SCHEMA)
+    except (OSError, yaml.YAMLError) as e:
+        raise ProfileError(f"profile {path}: unreadable ({e.__class__.__name__})") from e
+    except jsonschema.ValidationError as e:
+        where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise ProfileError(f"profile {path}: {where}: {e.message}") from e
+    return DriverProfile(
+        name=raw["name"],
+        driver=raw["driver"],
+        device_class=raw["deviceClass"],
+        attributes=raw["attributes"],
+        capacity=raw["capacity"],
+        container_view=raw["containerView"],
+        coplacement_attributes=tuple(raw.get("coplacementAttributes", [])),
+        sharing_config=raw.get("sharingConfig", {}),
+    )
+
+
+def all_profiles() -> dict[str, DriverProfile]:
+    return {p.name: p for p in (load_profile(f) for f in sorted(PROFILE_DIR.glob("*.yaml")))}
+
+
+def by_name(name: str) -> DriverProfile:
+    """A profile by profile name (``example``) or driver name (``gpu.example.com``)."""
+    profiles = all_profiles()
+    for p in profiles.values():
+        if name in (p.name, p.driver):
+            return p
+    raise ProfileError(f"no driver profile {name!r}; known: {', '.join(sorted(profiles))}")
+
+
+def detect(kube: Kube) -> DriverProfile:
+    """The profile whose DeviceClass exists and whose driver publishes the most devices."""
+    classes = {c["metadata"]["name"] for c in kube.list(rest.DEVICE_CLASSES)}
+    devices: dict[str, int] = {}
+    for s in kube.list(rest.RESOURCE_SLICES):
+        devices[s["spec"]["driver"]] = devices.get(s["spec"]["driver"], 0) + len(s["spec"].get("devices") or [])
+    candidates = [p for p in all_profiles().values() if p.device_class in classes and devices.get(p.driver)]
+    if not candidates:
+        published = ", ".join(f"{d} ({n} devices)" for d, n in sorted(devices.items())) or "none"
+        raise ProfileError(
+            f"no known DRA driver found (DeviceClasses: {', '.join(sorted(classes)) or 'none'}; "
+            f"drivers publishing: {published}); pass --driver"
+        )
+    return max(candidates, key=lambda p: devices[p.driver])
