@@ -17,8 +17,9 @@ from kubernetes import client
 from . import profiles
 from .components import catalog
 from .inventory import Hardware, devices_by_node, load_hardware
-from .kube import rest
+from .kube import builders, rest
 from .kube.client import connect
+from .kube.pods import allocated_devices
 from .kube.rest import Kube
 from .kube.waits import WaitError, watch_until
 from .labels import run_selector
@@ -63,6 +64,43 @@ class ClusterHandle:
         """
         return api(client.ApiClient(self.kube.configuration))
 
+    # -- creating objects (all carry the run label) ------------------------------------
+    def request(self, name: str = "gpu", count: int = 1, selectors: list[str] | None = None, **kw) -> dict:
+        """An ``exactly`` request for devices of the profile's DeviceClass."""
+        return builders.exactly(name, kw.pop("device_class", self.device_class), count, selectors, **kw)
+
+    def template(self, namespace: str, name: str, *requests: dict, **kw) -> dict:
+        body = builders.claim_template(name, self.run_id, list(requests) or [self.request()], **kw)
+        return self.kube.create(rest.RESOURCE_CLAIM_TEMPLATES, body, namespace)
+
+    def claim(self, namespace: str, name: str, *requests: dict, **kw) -> dict:
+        body = builders.claim(name, self.run_id, list(requests) or [self.request()], **kw)
+        return self.kube.create(rest.RESOURCE_CLAIMS, body, namespace)
+
+    def pod(self, namespace: str, name: str, template: str | None = None, claim: str | None = None, **kw) -> dict:
+        """A pod using one template claim or one shared claim (pod-level name ``gpu``), or ``claims=``."""
+        claims = kw.pop("claims", None) or (
+            {"gpu": {"template": template}} if template else {"gpu": {"claim": claim}} if claim else {}
+        )
+        return self.kube.create(rest.PODS, builders.pod(name, self.run_id, claims=claims, **kw), namespace)
+
+    # -- reading the cluster's devices -----------------------------------------------------
+    def published(self) -> dict[tuple[str, str, str], dict]:
+        """(driver, pool, device) -> {"node", "device"} for every device of the profile's driver."""
+        out = {}
+        for s in self.kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={self.driver}"):
+            for d in s["spec"].get("devices") or []:
+                out[(self.driver, s["spec"]["pool"]["name"], d["name"])] = {"node": s["spec"].get("nodeName"), "device": d}
+        return out
+
+    def allocations(self) -> dict[tuple[str, str, str], list[str]]:
+        """Device -> every claim (``ns/name``) in the cluster whose allocation holds it."""
+        held: dict[tuple[str, str, str], list[str]] = {}
+        for c in self.kube.list(rest.RESOURCE_CLAIMS):
+            for dev in allocated_devices(c):
+                held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
+        return held
+
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]
 
@@ -73,12 +111,18 @@ class ClusterHandle:
         """
         self.kube.delete(rest.NAMESPACES, name)
 
+    def wait_until_quiet(self, timeout: float = 120.0) -> None:
+        """Wait until no namespace of this run is left (except kept ones): all devices are back."""
+        watch_until(self.kube, rest.NAMESPACES, lambda items: not items, timeout,
+                    f"earlier namespaces of run {self.run_id} to be deleted",
+                    label_selector=run_selector(self.run_id, include_kept=False))
+
     def sweep(self, timeout: float = 120.0) -> list[str]:
         """Delete everything labelled with this run and wait until it is gone.
 
         Returns what is still there after ``timeout`` (normally nothing).
         """
-        selector = run_selector(self.run_id)
+        selector = run_selector(self.run_id, include_kept=False)
         for ns in self.kube.list(rest.NAMESPACES, label_selector=selector):
             self.kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
         for res in _CLUSTER_SCOPED:

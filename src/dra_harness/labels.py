@@ -4,9 +4,12 @@ from __future__ import annotations
 
 RUN_LABEL = "dra-harness.io/run"
 TEST_LABEL = "dra-harness.io/test"
+#: A failed test's namespace kept for inspection (--keep-on-failure); the sweep spares it.
+KEPT_LABEL = "dra-harness.io/kept"
 #: Label a node must carry before any disruptive action (drain, driver restart) may touch it.
 DISRUPTABLE_LABEL = "dra-harness.io/disruptable"
 
 
-def run_selector(run_id: str) -> str:
-    return f"{RUN_LABEL}={run_id}"
+def run_selector(run_id: str, include_kept: bool = True) -> str:
+    selector = f"{RUN_LABEL}={run_id}"
+    return selector if include_kept else f"{selector},{KEPT_LABEL}!=true"

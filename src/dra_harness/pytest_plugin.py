@@ -13,21 +13,24 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from . import evidence as evidence_mod
+from . import failure_evidence
 from .cluster_handle import ClusterHandle, open_existing, open_local
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
 from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
-from .labels import RUN_LABEL, TEST_LABEL
+from .labels import KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from .local.cluster import LocalCluster, clusters_root
 from .profiles import ProfileError, by_name, detect
 
@@ -49,6 +52,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="YAML file of the hardware the cluster should publish (default: what the provider started)")
     group.addoption("--run-id", default=None, help="label value marking every object of this run")
     group.addoption("--report-dir", default=None, help="directory for evidence.jsonl (and, from the CLI, the reports)")
+    group.addoption("--keep-on-failure", action="store_true",
+                    help="keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection")
+    group.addoption("--tenant-label", default="tenant", help="pod label that names a tenant (sharing audit)")
 
 
 def _run_id(config: pytest.Config) -> str:
@@ -68,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.testrunuid = run_id
         os.environ[_OWNER_ENV] = str(os.getpid())
     config._dra_run_id = run_id  # type: ignore[attr-defined]
+    config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
     if workerinput is None:
@@ -155,21 +162,72 @@ def _slug(nodeid: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
 
 
+_PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    item.stash.setdefault(_PHASES, {})[report.when] = report
+    return report
+
+
+def _failed(item: pytest.Item) -> bool:
+    return any(r.failed for r in item.stash.get(_PHASES, {}).values())
+
+
+@contextmanager
+def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
+    """Tests share the cluster's devices; an ``exclusive`` test waits until it is alone."""
+    path = Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.devices.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[str]:
-    """A fresh namespace labelled with the run and test, deleted at teardown."""
+    """A fresh namespace labelled with the run and test, deleted at teardown.
+
+    A failed test's namespace is saved as evidence first (and kept with
+    ``--keep-on-failure``). Tests marked ``exclusive`` run alone and start only when
+    the namespaces of earlier tests are gone, so every device is free.
+    """
     kube = cluster.kube
-    name = f"dra-{_slug(request.node.nodeid)}-{uuid.uuid4().hex[:5]}"[:63]
-    kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {
-        RUN_LABEL: run_id, TEST_LABEL: _slug(request.node.nodeid),
-    }}})
-    try:
-        # The ServiceAccount admission plugin rejects pods until the default SA exists.
-        wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
-                        f"default ServiceAccount in {name}", namespace=name)
-        yield name
-    finally:
-        cluster.delete_namespace(name)
+    slug = _slug(request.node.nodeid)
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    with _device_lock(run_id, exclusive):
+        if exclusive:
+            cluster.wait_until_quiet()
+        name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
+        kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: run_id, TEST_LABEL: slug}}})
+        keep = False
+        try:
+            # The ServiceAccount admission plugin rejects pods until the default SA exists.
+            wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
+                            f"default ServiceAccount in {name}", namespace=name)
+            yield name
+        finally:
+            if _failed(request.node):
+                report_dir = request.config.getoption("--report-dir")
+                failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver),
+                                      Path(report_dir) if report_dir else None, slug)
+                keep = request.config.getoption("--keep-on-failure")
+            if keep:
+                kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
+            else:
+                cluster.delete_namespace(name)
+            if exclusive:
+                cluster.wait_until_quiet()
+
+
+@pytest.fixture(scope="session")
+def tenant_label(request: pytest.FixtureRequest) -> str:
+    """The pod label that names a tenant (``--tenant-label``)."""
+    return request.config.getoption("--tenant-label")
 
 
 @pytest.fixture
