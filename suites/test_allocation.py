@@ -25,7 +25,7 @@ from dra_harness.kube.pods import (
     wait_running,
     wait_unschedulable,
 )
-from dra_harness.kube.waits import watch_until, wait_for_deletion
+from dra_harness.kube.waits import wait_for_deletion, watch_until
 
 CLAIM_RELEASE_DEADLINE_S = 30.0
 

@@ -25,6 +25,7 @@ from .kube.waits import WaitError, watch_until
 from .labels import run_selector
 from .local.cluster import (
     DRIVER_NAME,
+    KWOK_ANNOTATION,
     ClusterSpec,
     LocalCluster,
     all_clusters,
@@ -100,6 +101,12 @@ class ClusterHandle:
             for dev in allocated_devices(c):
                 held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
         return held
+
+    def runs_containers(self) -> bool:
+        """Whether any node runs real containers (a kubelet, not KWOK)."""
+        return any(
+            KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {}) for n in self.kube.list(rest.NODES)
+        )
 
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]

@@ -1,0 +1,123 @@
+"""Sharing and isolation: who gets the same device, who never does, and where tenants meet.
+
+From the guidance: containers of one pod that reference one claim share its device;
+pods that reference one ResourceClaim share its device and must land on its node;
+pods that use templates never share; a shared claim stays allocated until its last
+consumer is gone. Sharing a device is not isolation, so a claim reserved for pods of
+different tenants is reported as a finding. What containers actually see can only be
+checked where containers run (real kubelet or GPU nodes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.kube.pods import (
+    allocated_devices,
+    allocated_node,
+    pod_claims,
+    reserved_for,
+    wait_running,
+)
+from dra_harness.kube.waits import wait_for_deletion, wait_for_object
+from dra_harness.labels import RUN_LABEL
+from dra_harness.sharing import double_allocations, tenant_crossings
+
+SIMULATED = "containers do not run on simulated (KWOK) nodes, so there is no in-container view to compare"
+
+
+def test_containers_of_one_pod_referencing_one_claim_get_the_same_device(cluster, namespace, evidence):
+    cluster.template(namespace, "gpu")
+    cluster.pod(namespace, "two-containers", template="gpu", containers=2)
+    pod = wait_running(cluster.kube, namespace, "two-containers")
+    claims = pod_claims(cluster.kube, pod)
+    assert list(claims) == ["gpu"]
+    devices = allocated_devices(claims["gpu"])
+    assert len(devices) == 1, f"one claim, one device expected; got {[str(d) for d in devices]}"
+    used = [[c["name"] for c in ctr["resources"]["claims"]] for ctr in pod["spec"]["containers"]]
+    assert used == [["gpu"], ["gpu"]], f"containers reference {used}"
+    assert reserved_for(claims["gpu"]) == ["two-containers"]
+    evidence.record(device=str(devices[0]), containers=len(used))
+
+
+def test_pods_sharing_a_claim_see_the_same_device_on_its_node(cluster, namespace, evidence):
+    cluster.claim(namespace, "shared")
+    consumers = ["reader-0", "reader-1", "reader-2"]
+    for name in consumers:
+        cluster.pod(namespace, name, claim="shared")
+    nodes = {name: wait_running(cluster.kube, namespace, name)["spec"]["nodeName"] for name in consumers}
+    claim = cluster.kube.get(rest.RESOURCE_CLAIMS, "shared", namespace)
+    devices = allocated_devices(claim)
+    assert len(devices) == 1, f"the shared claim holds {[str(d) for d in devices]}"
+    assert set(nodes.values()) == {allocated_node(claim)}, f"consumers ran on {nodes}, claim pinned to {allocated_node(claim)}"
+    assert sorted(reserved_for(claim)) == consumers
+    evidence.record(device=str(devices[0]), node=allocated_node(claim), reserved_for=reserved_for(claim))
+
+
+def test_pods_using_templates_never_share_a_device(cluster, namespace, evidence):
+    cluster.template(namespace, "gpu")
+    pods = [f"solo-{i}" for i in range(min(8, cluster.expected.total_devices))]
+    for name in pods:
+        cluster.pod(namespace, name, template="gpu")
+    for name in pods:
+        wait_running(cluster.kube, namespace, name)
+    # Checked over every allocation in the cluster at once, not just ours.
+    claims = cluster.kube.list(rest.RESOURCE_CLAIMS)
+    shareable = {k for k, v in cluster.published().items() if v["device"].get("allowMultipleAllocations")}
+    findings = double_allocations(claims, shareable)
+    assert not findings, "\n".join(f.message for f in findings)
+    ours = [d for c in claims if c["metadata"]["namespace"] == namespace for d in allocated_devices(c)]
+    assert len({d.key for d in ours}) == len(pods)
+    evidence.record(claims_checked=len(claims), our_devices=len(ours))
+
+
+def test_a_shared_claim_stays_allocated_until_its_last_consumer_is_gone(cluster, namespace, evidence):
+    kube = cluster.kube
+    cluster.claim(namespace, "shared")
+    for name in ("first", "last"):
+        cluster.pod(namespace, name, claim="shared")
+        wait_running(kube, namespace, name)
+    device = allocated_devices(kube.get(rest.RESOURCE_CLAIMS, "shared", namespace))[0]
+
+    kube.delete(rest.PODS, "first", namespace, grace_seconds=0)
+    wait_for_deletion(kube, rest.PODS, "first", 30, namespace)
+    claim = wait_for_object(kube, rest.RESOURCE_CLAIMS, "shared", lambda c: reserved_for(c) == ["last"], 30,
+                            "the departed consumer to leave reservedFor", namespace)
+    assert allocated_devices(claim) == [device], "the claim lost its device while a consumer remained"
+
+    kube.delete(rest.PODS, "last", namespace, grace_seconds=0)
+    claim = wait_for_object(kube, rest.RESOURCE_CLAIMS, "shared", lambda c: not c.get("status", {}).get("allocation"), 30,
+                            "the claim to be deallocated after its last consumer", namespace)
+    assert not reserved_for(claim)
+    evidence.record(device=str(device), deallocated=True)
+
+
+def test_the_tenant_audit_reports_a_claim_shared_across_tenants(cluster, namespace, tenant_label, evidence):
+    kube = cluster.kube
+    cluster.claim(namespace, "crossing")
+    cluster.claim(namespace, "same-tenant")
+    for name, claim, tenant in [("a-1", "crossing", "team-a"), ("b-1", "crossing", "team-b"),
+                                ("a-2", "same-tenant", "team-a"), ("a-3", "same-tenant", "team-a")]:
+        cluster.pod(namespace, name, claim=claim, labels={tenant_label: tenant})
+        wait_running(kube, namespace, name)
+    findings = tenant_crossings(kube.list(rest.RESOURCE_CLAIMS, namespace), kube.list(rest.PODS, namespace), tenant_label)
+    assert [f.kind for f in findings] == ["tenant-crossing"], [f.message for f in findings]
+    assert f"{namespace}/crossing" in findings[0].message and "team-a" in findings[0].message and "team-b" in findings[0].message
+    evidence.record(finding=findings[0].message)
+
+
+def test_no_existing_claim_is_shared_across_tenants(cluster, tenant_label, run_id, evidence):
+    """The audit over everything the harness did not create itself."""
+    ours = {n["metadata"]["name"] for n in cluster.kube.list(rest.NAMESPACES, label_selector=f"{RUN_LABEL}={run_id}")}
+    claims = [c for c in cluster.kube.list(rest.RESOURCE_CLAIMS) if c["metadata"]["namespace"] not in ours]
+    findings = tenant_crossings(claims, cluster.kube.list(rest.PODS), tenant_label)
+    evidence.record(claims_audited=len(claims), tenant_label=tenant_label, findings=[f.message for f in findings])
+    assert not findings, "\n".join(f.message for f in findings)
+
+
+@pytest.mark.parametrize("case", ["one-pod-two-containers", "pods-sharing-a-claim", "template-pods"])
+def test_containers_see_exactly_their_allocated_devices(cluster, case):
+    if not cluster.runs_containers():
+        pytest.skip(SIMULATED)
+    pytest.skip("the in-container probe (GPU_DEVICE_* / NVML) is not part of this harness version yet")
