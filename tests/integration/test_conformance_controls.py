@@ -1,0 +1,130 @@
+"""Negative controls for the conformance suites: each injected fault flips the check aimed at it.
+
+- a typo'd selector: `dra-harness diagnose` names the misspelt attribute;
+- a full cluster: diagnose says capacity is exhausted and names the holders;
+- a typo and a full cluster side by side: two different causes for one identical scheduler message;
+- a device allocated twice (forced into a claim's status) or published twice: the uniqueness checks fail;
+- a failing test leaves its namespace as evidence (and keeps it with --keep-on-failure).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dra_harness.cluster_handle import ClusterHandle, local_hardware
+from dra_harness.diagnose import diagnose
+from dra_harness.kube import rest
+from dra_harness.kube.pods import (
+    allocated_devices,
+    scheduling_message,
+    wait_running,
+    wait_unschedulable,
+)
+from dra_harness.labels import KEPT_LABEL, RUN_LABEL
+from dra_harness.profiles import by_name
+
+
+@pytest.fixture
+def handle(small_cluster):
+    h = ClusterHandle("local", small_cluster.kube(), small_cluster.kubeconfig, "controls",
+                      local_hardware(small_cluster.state().spec), by_name("example"), local=small_cluster)
+    h.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls"}})
+    return h
+
+
+def run_suite(cluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--cluster=existing", f"--kubeconfig={cluster.kubeconfig}",
+         "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_diagnose(handle):
+    ns = "controls"
+    total = handle.expected.total_devices
+    handle.template(ns, "all-of-a-node", handle.request(count=min(handle.expected.nodes.values())))
+    for i in range(len(handle.expected.nodes)):
+        handle.pod(ns, f"hog-{i}", template="all-of-a-node")
+        wait_running(handle.kube, ns, f"hog-{i}")
+    handle.template(ns, "typo", handle.request(selectors=["device.attributes['gpu.example.com'].modle == 'LATEST-GPU-MODEL'"]))
+    handle.template(ns, "one", handle.request())
+    handle.pod(ns, "typo", template="typo")
+    handle.pod(ns, "starved", template="one")
+    typo_msg = scheduling_message(wait_unschedulable(handle.kube, ns, "typo"))
+    starved_msg = scheduling_message(wait_unschedulable(handle.kube, ns, "starved"))
+    assert "cannot allocate all claims" in typo_msg and "cannot allocate all claims" in starved_msg
+
+    by_pod = {d.pod: d for d in diagnose(handle.kube, ns)}
+    assert by_pod["typo"].cause == "selector-typo", by_pod["typo"]
+    assert "gpu.example.com/modle" in by_pod["typo"].message and "did you mean gpu.example.com/model" in by_pod["typo"].message
+    assert by_pod["starved"].cause == "capacity-exhausted", by_pod["starved"]
+    assert "0 free" in by_pod["starved"].message and "controls/hog-0-gpu-" in by_pod["starved"].message
+    assert by_pod["starved"].details["matching"] == total
+
+    cli = subprocess.run([sys.executable, "-m", "dra_harness.cli", "diagnose", "-n", ns, f"--kubeconfig={handle.kubeconfig}"],
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    lines = sorted(cli.stdout.splitlines())
+    assert lines[0].startswith("controls/starved: capacity-exhausted:") and lines[1].startswith("controls/typo: selector-typo:")
+
+
+def test_a_missing_device_class_and_missing_slices_are_named(handle):
+    ns = "controls"
+    handle.template(ns, "ghost", handle.request(device_class="gpu.exmaple.com"))
+    handle.pod(ns, "ghost", template="ghost")
+    wait_unschedulable(handle.kube, ns, "ghost")
+    # Every driver down and its slices gone: the class matches nothing that is published.
+    for node in handle.local.state().spec.node_names():
+        handle.local.stop_driver(node)
+    for s in handle.kube.list(rest.RESOURCE_SLICES):
+        handle.kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+    handle.pod(ns, "no-slices", template=handle.template(ns, "plain")["metadata"]["name"])
+    wait_unschedulable(handle.kube, ns, "no-slices")
+    by_pod = {d.pod: d for d in diagnose(handle.kube, ns)}
+    assert by_pod["ghost"].cause == "device-class-missing" and "gpu.exmaple.com" in by_pod["ghost"].message
+    assert by_pod["no-slices"].cause == "no-devices-for-class", by_pod["no-slices"]
+
+
+def test_a_device_forced_into_two_claims_fails_the_uniqueness_check(handle):
+    ns = "controls"
+    handle.template(ns, "one", handle.request())
+    handle.pod(ns, "owner", template="one")
+    pod = wait_running(handle.kube, ns, "owner")
+    victim = handle.kube.get(rest.RESOURCE_CLAIMS, pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"], ns)
+    # A second claim whose status (written as the scheduler would) points at the same device.
+    intruder = handle.claim(ns, "intruder")
+    intruder["status"] = {"allocation": victim["status"]["allocation"]}
+    handle.kube.replace_status(rest.RESOURCE_CLAIMS, intruder)
+    assert allocated_devices(handle.kube.get(rest.RESOURCE_CLAIMS, "intruder", ns)) == allocated_devices(victim)
+
+    out = run_suite(handle.local, "suites/test_sharing.py::test_pods_using_templates_never_share_a_device")
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert "is allocated to 2 claims" in out.stdout and "controls/intruder" in out.stdout
+
+
+def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(handle, tmp_path):
+    failing = tmp_path / "test_fails.py"
+    failing.write_text(
+        "def test_waits_forever(cluster, namespace):\n"
+        "    cluster.template(namespace, 't', cluster.request(selectors=[\"device.attributes['gpu.example.com'].modle == 'x'\"]))\n"
+        "    cluster.pod(namespace, 'stuck', template='t')\n"
+        "    from dra_harness.kube.pods import wait_running\n"
+        "    wait_running(cluster.kube, namespace, 'stuck', timeout=3)\n"
+    )
+    report = tmp_path / "report"
+    out = run_suite(handle.local, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.", "-p", "dra_harness.pytest_plugin")
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert "timed out after 3s waiting for pod" in out.stdout, out.stdout[-3000:]
+    dumps = list((report / "failures").glob("*.json"))
+    assert len(dumps) == 1, out.stdout[-2000:]
+    dump = json.loads(dumps[0].read_text())
+    assert [p["metadata"]["name"] for p in dump["pods"]] == ["stuck"]
+    assert dump["pending_diagnosis"][0]["cause"] == "selector-typo"
+    kept = handle.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")
+    assert [n["metadata"]["name"] for n in kept] == [dump["namespace"]]
+    assert RUN_LABEL in kept[0]["metadata"]["labels"]
