@@ -110,7 +110,7 @@ def _typo(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | N
             for name in d.get(kind) or {}:
                 domain, _, short = name.rpartition("/")
                 published[kind].add(f"{domain or driver}/{short}")
-    for expression in _selectors(class_obj) + _selectors(request):
+    for expression in _selectors(class_obj.get("spec", {})) + _selectors(request):
         for kind, domain, name in cel.references(expression):
             qualified = f"{domain}/{name}"
             if qualified not in published[kind]:
@@ -130,7 +130,7 @@ def diagnose_request(
     if class_obj is None:
         return "device-class-missing", f"request {request_name}: DeviceClass {class_name!r} does not exist", {}
     everything = cluster.devices()
-    in_class = [d for d in everything if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(class_obj))]
+    in_class = [d for d in everything if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(class_obj.get("spec", {})))]
     if not in_class:
         drivers = sorted({d[0] for d in everything})
         return ("no-devices-for-class",
