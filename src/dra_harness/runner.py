@@ -33,6 +33,7 @@ class RunOptions:
     nodes: int = 4
     gpus_per_node: int = 8
     expected_hardware: str | None = None
+    driver: str | None = None
     report_dir: str | None = None
     pytest_args: list[str] = field(default_factory=list)
 
@@ -55,6 +56,8 @@ def run_suites(options: RunOptions, console: Console) -> int:
         "-p", "no:cacheprovider",
         "-o", "junit_family=xunit2",
     ]
+    if options.driver:
+        args.append(f"--driver={options.driver}")
     if options.expected_hardware:
         args.append(f"--expected-hardware={Path(options.expected_hardware).resolve()}")
     cluster: LocalCluster | None = None
