@@ -46,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--driver", default=None,
                     help="driver profile (example, nvidia) or driver name; detected on existing clusters by default")
     group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
+    group.addoption("--cluster-name", default=None,
+                    help="use the running embedded cluster of this name (left running at the end)")
     group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
     group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
     group.addoption("--expected-hardware", default=None,
@@ -84,6 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _check_inputs(config: pytest.Config) -> None:
     """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
     provider = config.getoption("--cluster")
+    name = config.getoption("--cluster-name")
+    if name and (provider != "local" or LocalCluster(name).state() is None):
+        raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
     if provider == "kind":
         raise pytest.UsageError("--cluster=kind is not implemented yet; use --cluster=existing --kubeconfig <kind kubeconfig>")
     hardware = config.getoption("--expected-hardware")
@@ -110,15 +115,15 @@ def _check_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError(str(e)) from None
 
 
-def _local_name(run_id: str) -> str:
-    return f"run-{run_id}"
+def _local_name(config: pytest.Config) -> str:
+    return config.getoption("--cluster-name") or f"run-{_run_id(config)}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
-    if config.getoption("--cluster") == "local":
-        LocalCluster(_local_name(_run_id(config))).down()
+    if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
+        LocalCluster(_local_name(config)).down()
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +139,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHand
     if opt("--cluster") == "existing":
         handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
     else:
-        name = _local_name(run_id)
+        name = _local_name(request.config)
         lock = clusters_root() / f".{name}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
         with open(lock, "w") as f:

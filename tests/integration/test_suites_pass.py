@@ -1,0 +1,29 @@
+"""Every suite passes on a fresh embedded cluster (4 nodes x 8 devices), serially and with -n 2.
+
+Run the way a user runs them: a separate pytest with the default --cluster=local, which
+brings up and removes its own cluster. Wall times are printed for the closing notes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist-2"])
+def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
+    args = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", f"--report-dir={tmp_path}"]
+    if workers:
+        args += ["-n", workers]
+    started = time.monotonic()
+    out = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - started
+    print(f"suites ({'serial' if not workers else '-n ' + workers}): {took:.1f}s wall")
+    assert out.returncode == 0, out.stdout[-4000:]
+    lines = [json.loads(line) for line in (tmp_path / "evidence.jsonl").read_text().splitlines()]
+    assert {line["outcome"] for line in lines} <= {"passed", "skipped"}
+    assert sum(line["outcome"] == "passed" for line in lines) >= 25
