@@ -9,14 +9,30 @@ running) however the test ends.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from .cluster_handle import ClusterHandle
 from .kube import rest
 from .labels import DISRUPTABLE_LABEL
+
+
+@dataclass
+class RestartRecord:
+    """What one driver restart looked like from the API server, in seconds."""
+
+    node: str
+    kill: bool
+    down_for: float
+    back_after: float | None = None  # from start until the node's slices are complete again, driver running
+    missing_for: float = 0.0  # time the node had no slice of the driver
+    stale_for: float = 0.0  # time slices stayed published while no driver ran
+    slice_events: list[tuple[float, str, str]] = field(default_factory=list)
+    failure: str = ""
 
 
 class DisruptionRefused(RuntimeError):
@@ -63,6 +79,89 @@ class Disruptor:
     def start_driver(self, node: str) -> None:
         if self._do(node, "start driver on"):
             self._local("starting a driver process").start_driver(node)
+
+    def target_node(self) -> str:
+        """The first node that may be disrupted and publishes devices of the profile's driver."""
+        published = {v["node"] for v in self.cluster.published().values()}
+        labelled = self.cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
+        nodes = sorted(n["metadata"]["name"] for n in labelled if n["metadata"]["name"] in published)
+        if not nodes:
+            raise DisruptionRefused(f"no node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}")
+        return nodes[0]
+
+    def driver_running(self, node: str) -> bool:
+        return _driver_running(self._local("checking a driver process"), node)
+
+    def restart_driver(self, node: str, kill: bool = False, down_for: float = 2.0, deadline: float = 60.0,
+                       while_down=None) -> RestartRecord:
+        """Stop the node's driver, keep it down ``down_for`` s, start it, and time its return.
+
+        ``while_down`` (a callable) runs while the driver is stopped. Slice events for
+        the node are watched throughout, so missing and stale periods are measured, not assumed.
+        """
+        record = RestartRecord(node, kill, down_for)
+        kube = self.cluster.kube
+        selector = f"spec.driver={self.cluster.driver},spec.nodeName={node}"
+        items, rv = kube.list_with_version(rest.RESOURCE_SLICES, field_selector=selector)
+        expected = len([d for s in items for d in s["spec"].get("devices") or []])
+        t0 = time.monotonic()
+        stop_watch = threading.Event()
+
+        def follow() -> None:
+            version = rv
+            while not stop_watch.is_set():
+                try:
+                    for kind, obj in kube.watch(rest.RESOURCE_SLICES, resource_version=version,
+                                                field_selector=selector, timeout_seconds=5):
+                        version = obj.get("metadata", {}).get("resourceVersion", version)
+                        if kind != "BOOKMARK":
+                            record.slice_events.append((round(time.monotonic() - t0, 3), kind, obj["metadata"]["name"]))
+                        if stop_watch.is_set():
+                            return
+                except (rest.ApiError, rest.Unreachable):
+                    time.sleep(0.2)
+
+        watcher = threading.Thread(target=follow, daemon=True)
+        watcher.start()
+        try:
+            self.stop_driver(node, kill=kill)
+            stopped = time.monotonic() - t0
+            if while_down is not None:
+                while_down()
+            time.sleep(max(0.0, down_for - (time.monotonic() - t0 - stopped)))
+            self.start_driver(node)
+            started = time.monotonic() - t0
+            record.failure, republished_after = self._wait_driver_back(node, selector, expected, deadline)
+            if not record.failure:
+                record.back_after = round(republished_after, 3)
+        finally:
+            time.sleep(0.3)  # let the watch deliver the last events
+            stop_watch.set()
+            watcher.join(timeout=10)
+        record.missing_for, record.stale_for = _slice_periods(record.slice_events, bool(items), stopped, started,
+                                                              time.monotonic() - t0)
+        return record
+
+    def _wait_driver_back(self, node: str, selector: str, expected: int, deadline: float) -> tuple[str, float]:
+        """``("", seconds until slices were complete)`` once the driver has stayed up 1 s and the
+        node's slices hold ``expected`` devices; ``(why not, 0)`` otherwise."""
+        local = self._local("checking a driver process")
+        end = time.monotonic() + deadline
+        started = time.monotonic()
+        complete_at = None
+        devices = 0
+        while time.monotonic() < end:
+            if not _driver_running(local, node):
+                return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
+                        f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0
+            slices = self.cluster.kube.list(rest.RESOURCE_SLICES, field_selector=selector)
+            devices = len([d for s in slices for d in s["spec"].get("devices") or []])
+            complete_at = (complete_at or time.monotonic()) if devices == expected else None
+            # The process must also stay up a moment: a crash loop can leave old slices complete.
+            if complete_at is not None and time.monotonic() - started >= 1.0:
+                return "", complete_at - started
+            time.sleep(0.05)
+        return f"the driver on {node} did not republish its {expected} devices within {deadline:.0f}s (last seen {devices})", 0.0
 
     def _local(self, what: str):
         if self.cluster.local is None:
@@ -130,6 +229,29 @@ class Disruptor:
                     local = self.cluster.local
                     if local is not None and not _driver_running(local, node):
                         local.start_driver(node)
+
+
+def _slice_periods(events: list[tuple[float, str, str]], present_at_start: bool, stopped: float,
+                   started: float, end: float) -> tuple[float, float]:
+    """(seconds with no slice, seconds slices stayed published while the driver was down)."""
+    names: set[str] = {"<initial>"} if present_at_start else set()
+    timeline = [(0.0, bool(names))]
+    for t, kind, name in events:
+        if kind == "DELETED":
+            names.discard(name)
+            names.discard("<initial>")
+        else:
+            names.add(name)
+        timeline.append((t, bool(names)))
+    timeline.append((end, timeline[-1][1]))
+    missing = stale = 0.0
+    for (t1, present), (t2, _) in pairwise(timeline):
+        if not present:
+            missing += t2 - t1
+        else:
+            overlap = min(t2, started) - max(t1, stopped)
+            stale += max(0.0, overlap)
+    return round(missing, 3), round(stale, 3)
 
 
 def _driver_running(local, node: str) -> bool:

@@ -25,12 +25,13 @@ import pytest
 from . import evidence as evidence_mod
 from . import failure_evidence
 from .cluster_handle import ClusterHandle, open_existing, open_local
+from .disruption import Disruptor
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
 from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
-from .labels import KEPT_LABEL, RUN_LABEL, TEST_LABEL
+from .labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from .local.cluster import LocalCluster, clusters_root
 from .profiles import ProfileError, by_name, detect
 
@@ -57,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--keep-on-failure", action="store_true",
                     help="keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection")
     group.addoption("--tenant-label", default="tenant", help="pod label that names a tenant (sharing audit)")
+    group.addoption("--allow-disruptive", action="store_true",
+                    help=f"on an existing cluster, let disruptive tests restart drivers on, drain and taint nodes labelled {DISRUPTABLE_LABEL}=true")
+    group.addoption("--dry-run", action="store_true", help="disruptive tests list what they would touch, and touch nothing")
 
 
 def _run_id(config: pytest.Config) -> str:
@@ -77,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_OWNER_ENV] = str(os.getpid())
     config._dra_run_id = run_id  # type: ignore[attr-defined]
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
+    config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
     if workerinput is None:
@@ -203,7 +208,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
     """
     kube = cluster.kube
     slug = _slug(request.node.nodeid)
-    exclusive = request.node.get_closest_marker("exclusive") is not None
+    exclusive = any(request.node.get_closest_marker(m) for m in ("exclusive", "disruptive"))
     with _device_lock(run_id, exclusive):
         if exclusive:
             cluster.wait_until_quiet()
@@ -227,6 +232,19 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
                 cluster.delete_namespace(name)
             if exclusive:
                 cluster.wait_until_quiet()
+
+
+@pytest.fixture
+def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterator[Disruptor]:
+    """Provider actions for a ``disruptive`` test, within the safety rules of :mod:`dra_harness.disruption`."""
+    if request.node.get_closest_marker("disruptive") is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses disruptor but is not marked disruptive")
+    if cluster.provider != "local" and not request.config.getoption("--allow-disruptive"):
+        pytest.skip(f"disruptive: pass --allow-disruptive to let it touch nodes labelled {DISRUPTABLE_LABEL}=true")
+    if request.config.getoption("--dry-run"):
+        nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]
+        pytest.skip(f"dry run: would disrupt one of {', '.join(nodes) or 'no node (none is labelled)'}")
+    yield Disruptor(cluster, allowed=True)
 
 
 @pytest.fixture(scope="session")

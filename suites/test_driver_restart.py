@@ -1,0 +1,113 @@
+"""Driver restart: the node's devices come back, and nothing that ran is disturbed.
+
+From the guidance: test behaviour during driver restart. After a graceful stop or a
+SIGKILL the driver must republish the same devices with the same attributes; running
+pods and their allocations must not change; new claims must allocate afterwards; and
+claims made while the driver is away are either allocated once it is back or wait
+with a reason. Slice events are watched throughout, so the report says whether and
+for how long the node's slices were missing, or published while no driver ran (stale).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running
+
+pytestmark = pytest.mark.disruptive
+
+RETURN_DEADLINE_S = 60.0
+
+
+def _devices(cluster, node: str) -> dict[str, dict]:
+    """Device name -> attributes, as the node's slices publish them now."""
+    return {k[2]: v["device"].get("attributes") for k, v in cluster.published().items() if v["node"] == node}
+
+
+def _record(evidence, record) -> None:
+    evidence.record(node=record.node, kill=record.kill, down_for_s=record.down_for, back_after_s=record.back_after,
+                    slices_missing_s=record.missing_for, slices_stale_s=record.stale_for,
+                    slice_events=record.slice_events, failure=record.failure)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["graceful", "sigkill"])
+def test_a_restarted_driver_republishes_the_same_devices(cluster, namespace, disruptor, evidence, kill):
+    node = disruptor.target_node()
+    before = _devices(cluster, node)
+    with disruptor.restoring(node):
+        record = disruptor.restart_driver(node, kill=kill, down_for=2.0, deadline=RETURN_DEADLINE_S)
+    _record(evidence, record)
+    assert not record.failure, record.failure
+    after = _devices(cluster, node)
+    assert after == before, f"{node} publishes different devices after the restart: {sorted(set(before) ^ set(after))}"
+
+
+def test_running_pods_and_their_allocations_survive_a_driver_restart(cluster, namespace, disruptor, evidence):
+    node = disruptor.target_node()
+    cluster.template(namespace, "gpu")
+    cluster.pod(namespace, "steady", template="gpu", node_name=node)
+    pod = wait_running(cluster.kube, namespace, "steady")
+    claim = pod_claims(cluster.kube, pod)["gpu"]
+    with disruptor.restoring(node):
+        record = disruptor.restart_driver(node, kill=True, down_for=2.0, deadline=RETURN_DEADLINE_S)
+    _record(evidence, record)
+    assert not record.failure, record.failure
+    pod_after = cluster.kube.get(rest.PODS, "steady", namespace)
+    claim_after = cluster.kube.get(rest.RESOURCE_CLAIMS, claim["metadata"]["name"], namespace)
+    assert pod_after["metadata"]["uid"] == pod["metadata"]["uid"] and pod_after["status"]["phase"] == "Running"
+    assert allocated_devices(claim_after) == allocated_devices(claim), "the allocation changed across the restart"
+
+
+def test_new_claims_allocate_after_a_restart(cluster, namespace, disruptor, evidence):
+    node = disruptor.target_node()
+    with disruptor.restoring(node):
+        record = disruptor.restart_driver(node, kill=True, down_for=1.0, deadline=RETURN_DEADLINE_S)
+    assert not record.failure, record.failure
+    cluster.template(namespace, "gpu")
+    cluster.pod(namespace, "after", template="gpu", node_name=node)
+    claim = pod_claims(cluster.kube, wait_running(cluster.kube, namespace, "after"))["gpu"]
+    devices = allocated_devices(claim)
+    assert devices and all(cluster.published()[d.key]["node"] == node for d in devices)
+    _record(evidence, record)
+
+
+def test_a_claim_made_while_the_driver_is_down_is_allocated_or_waits_with_a_reason(cluster, namespace, disruptor, evidence):
+    node = disruptor.target_node()
+    cluster.template(namespace, "gpu")
+    seen: dict[str, str] = {}
+
+    def create_while_down() -> None:
+        cluster.pod(namespace, "during", template="gpu", node_name=node)
+        try:
+            pod = wait_running(cluster.kube, namespace, "during", timeout=5)
+            claim = pod_claims(cluster.kube, pod)["gpu"]
+            seen["while_down"] = f"allocated {', '.join(str(d) for d in allocated_devices(claim))} from slices published before the stop"
+        except AssertionError:
+            seen["while_down"] = f"pending: {scheduling_message(cluster.kube.get(rest.PODS, 'during', namespace))}"
+
+    with disruptor.restoring(node):
+        record = disruptor.restart_driver(node, down_for=6.0, deadline=RETURN_DEADLINE_S, while_down=create_while_down)
+    _record(evidence, record)
+    assert not record.failure, record.failure
+    pod = wait_running(cluster.kube, namespace, "during", timeout=60)
+    evidence.record(while_driver_down=seen["while_down"], finally_running_on=pod["spec"]["nodeName"])
+    if seen["while_down"].startswith("pending"):
+        assert "cannot allocate" in seen["while_down"] or "claim" in seen["while_down"], seen["while_down"]
+
+
+def test_slices_wiped_while_the_driver_is_down_come_back_with_it(cluster, namespace, disruptor, evidence):
+    """What a kubelet does 30 s after its driver goes away, done at once: the restart must republish."""
+    node = disruptor.target_node()
+    before = _devices(cluster, node)
+
+    def wipe() -> None:
+        for s in cluster.kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={cluster.driver},spec.nodeName={node}"):
+            cluster.kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+
+    with disruptor.restoring(node):
+        record = disruptor.restart_driver(node, down_for=2.0, deadline=RETURN_DEADLINE_S, while_down=wipe)
+    _record(evidence, record)
+    assert not record.failure, record.failure
+    assert record.missing_for > 0, f"slices were never seen missing: {record.slice_events}"
+    assert _devices(cluster, node) == before
