@@ -13,7 +13,12 @@ from __future__ import annotations
 import pytest
 
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running
+from dra_harness.kube.pods import (
+    allocated_devices,
+    pod_claims,
+    scheduling_message,
+    wait_running,
+)
 
 pytestmark = pytest.mark.disruptive
 

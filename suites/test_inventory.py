@@ -64,3 +64,13 @@ def test_the_device_class_selects_the_drivers_devices(cluster):
     assert any(cluster.driver in e for e in expressions), (
         f"DeviceClass {cluster.device_class} does not select driver {cluster.driver}: {expressions}"
     )
+
+
+def test_every_node_with_slices_has_a_running_driver(cluster, slices):
+    """Slices whose driver is gone are stale: the scheduler still allocates from them."""
+    nodes = sorted({s["spec"]["nodeName"] for s in slices if s["spec"].get("nodeName")})
+    running = {node: cluster.driver_running(node) for node in nodes}
+    if all(v is None for v in running.values()):
+        pytest.skip(f"cannot tell which pods run {cluster.driver} (no pods match '{cluster.profile.driver_pod_selector}')")
+    stale = [n for n, up in running.items() if up is False]
+    assert not stale, f"slices of {', '.join(stale)} are stale: no {cluster.driver} driver runs there"

@@ -102,6 +102,25 @@ class ClusterHandle:
                 held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
         return held
 
+    def driver_running(self, node: str) -> bool | None:
+        """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod.
+
+        None when it cannot be told (no plugin pods match the profile's selector anywhere).
+        """
+        if self.local is not None:
+            tracked = self.local.supervisor.get(f"driver-{node}")
+            return tracked is not None and tracked.alive()
+        if not self.profile.driver_pod_selector:
+            return None
+        pods = self.kube.list(rest.PODS, label_selector=self.profile.driver_pod_selector)
+        if not pods:
+            return None
+        return any(
+            p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
+            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or [])
+            for p in pods
+        )
+
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""
         return any(

@@ -33,6 +33,7 @@ _SCHEMA: dict[str, Any] = {
         "coplacementAttributes": {"type": "array", "items": {"type": "string"}},
         "containerView": {"enum": ["env", "nvml"]},
         "sharingConfig": {"type": "object"},
+        "driverPodSelector": {"type": "string"},
     },
 }
 
@@ -51,6 +52,8 @@ class DriverProfile:
     container_view: str
     coplacement_attributes: tuple[str, ...] = ()
     sharing_config: dict[str, Any] = field(default_factory=dict)
+    #: Label selector of the driver's kubelet-plugin pods (DaemonSet installs).
+    driver_pod_selector: str = ""
 
     def qualified(self, published: str) -> str:
         """``model`` -> ``gpu.example.com/model``; already-qualified names are kept."""
@@ -94,6 +97,7 @@ def load_profile(path: Path) -> DriverProfile:
         container_view=raw["containerView"],
         coplacement_attributes=tuple(raw.get("coplacementAttributes", [])),
         sharing_config=raw.get("sharingConfig", {}),
+        driver_pod_selector=raw.get("driverPodSelector", ""),
     )
 
 

@@ -1,0 +1,118 @@
+"""Device taints: keep new claims off a device, evict what uses it, let tolerating claims through.
+
+Where the version offers DeviceTaintRules (1.35 alpha, 1.36 beta, 1.37 GA), a taint is
+how an admin takes one device out of service. NoSchedule keeps new claims off it;
+NoExecute also evicts the pods using it (kube-controller-manager deletes them with a
+DisruptionTarget condition, reason DeletionByDeviceTaintManager); a toleration in the
+claim's request lets a pod use the device anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.kube.pods import (
+    allocated_devices,
+    condition,
+    pod_claims,
+    wait_running,
+    wait_unschedulable,
+)
+from dra_harness.kube.waits import watch_until
+from dra_harness.labels import RUN_LABEL
+
+pytestmark = pytest.mark.disruptive
+
+TAINT_KEY = "dra-harness.io/out-of-service"
+
+
+@pytest.fixture
+def taint_rules(cluster) -> Iterator[rest.Resource]:
+    """The DeviceTaintRule resource of the newest served version; skips where there is none."""
+    for version in ("v1", "v1beta2", "v1alpha3"):
+        try:
+            served = cluster.kube.request("GET", f"/apis/resource.k8s.io/{version}")
+        except rest.ApiError:
+            continue
+        if any(r["name"] == "devicetaintrules" for r in served.get("resources", [])):
+            res = rest.Resource("resource.k8s.io", version, "devicetaintrules", "DeviceTaintRule", False)
+            yield res
+            for rule in cluster.kube.list(res, label_selector=f"{RUN_LABEL}={cluster.run_id}"):
+                cluster.kube.delete(res, rule["metadata"]["name"])
+            return
+    pytest.skip(f"Kubernetes {cluster.server_version()} serves no DeviceTaintRule API (needs DRADeviceTaintRules)")
+
+
+def _device(cluster, node: str, index: int) -> tuple[str, str, str]:
+    return next(k for k, v in cluster.published().items()
+                if v["node"] == node and cluster.profile.device_attribute(v["device"], "index") == index)
+
+
+def _taint(cluster, res, name: str, device: tuple[str, str, str], effect: str) -> None:
+    driver, pool, dev = device
+    cluster.kube.create(res, {
+        "metadata": {"name": name, "labels": {RUN_LABEL: cluster.run_id}},
+        "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": dev},
+                 "taint": {"key": TAINT_KEY, "value": "maintenance", "effect": effect}},
+    })
+
+
+def _just(cluster, index: int, **kw) -> dict:
+    return cluster.request(selectors=[f"{cluster.profile.cel_attribute('index')} == {index}"], **kw)
+
+
+def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, namespace, disruptor, taint_rules, evidence):
+    node = disruptor.target_node()
+    device = _device(cluster, node, 0)
+    _taint(cluster, taint_rules, f"{namespace}-noschedule", device, "NoSchedule")
+    cluster.template(namespace, "that-device", _just(cluster, 0))
+    cluster.pod(namespace, "kept-off", template="that-device", node_name=node)
+    pod = wait_unschedulable(cluster.kube, namespace, "kept-off", timeout=60)
+    message = condition(pod, "PodScheduled")["message"]
+    evidence.record(device="/".join(device), scheduler_message=message)
+    cluster.kube.delete(taint_rules, f"{namespace}-noschedule")
+    wait_running(cluster.kube, namespace, "kept-off", timeout=60)  # and it is the taint that kept it off
+
+
+def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, namespace, disruptor, taint_rules, evidence):
+    kube = cluster.kube
+    node = disruptor.target_node()
+    cluster.template(namespace, "that-device", _just(cluster, 1))
+    cluster.pod(namespace, "victim", template="that-device", node_name=node)
+    pod = wait_running(kube, namespace, "victim")
+    device = allocated_devices(pod_claims(kube, pod)["gpu"])[0]
+
+    seen: dict[str, dict] = {}
+
+    def evicted(pods):
+        for p in pods:
+            cond = condition(p, "DisruptionTarget")
+            if cond:
+                seen["condition"] = cond
+        return not pods
+
+    started = time.monotonic()
+    _taint(cluster, taint_rules, f"{namespace}-noexecute", device.key, "NoExecute")
+    watch_until(kube, rest.PODS, evicted, 60, "the pod using the tainted device to be deleted",
+                namespace=namespace, field_selector="metadata.name=victim")
+    took = time.monotonic() - started
+    evidence.record(device=str(device), evicted_after_s=round(took, 3), condition=seen.get("condition"))
+    assert seen.get("condition", {}).get("reason") == "DeletionByDeviceTaintManager", seen
+
+
+def test_a_toleration_in_the_claim_request_lets_a_pod_through(cluster, namespace, disruptor, taint_rules, evidence):
+    node = disruptor.target_node()
+    device = _device(cluster, node, 2)
+    _taint(cluster, taint_rules, f"{namespace}-tolerated", device, "NoSchedule")
+    toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    cluster.template(namespace, "tolerating", _just(cluster, 2, tolerations=[toleration]))
+    cluster.pod(namespace, "tolerant", template="tolerating", node_name=node)
+    pod = wait_running(cluster.kube, namespace, "tolerant", timeout=60)
+    got = allocated_devices(pod_claims(cluster.kube, pod)["gpu"])
+    assert [d.key for d in got] == [device], f"allocated {got}, expected the tainted {device}"
+    results = pod_claims(cluster.kube, pod)["gpu"]["status"]["allocation"]["devices"]["results"]
+    evidence.record(device="/".join(device), tolerations=results[0].get("tolerations"))
