@@ -198,40 +198,57 @@ def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _exclusive(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) for m in ("exclusive", "disruptive"))
+
+
+@pytest.fixture(autouse=True)
+def _cluster_lock(request: pytest.FixtureRequest, run_id: str) -> Iterator[None]:
+    """Every test that uses the cluster holds the run's lock: shared, or alone when it disrupts.
+
+    Held for the whole test, so a disruptive test never overlaps a test that reads
+    the state it disturbs (drivers, slices, cordons), even under pytest-xdist.
+    """
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    with _device_lock(run_id, _exclusive(request.node)):
+        yield
+
+
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[str]:
     """A fresh namespace labelled with the run and test, deleted at teardown.
 
     A failed test's namespace is saved as evidence first (and kept with
-    ``--keep-on-failure``). Tests marked ``exclusive`` run alone and start only when
-    the namespaces of earlier tests are gone, so every device is free.
+    ``--keep-on-failure``). An ``exclusive`` or ``disruptive`` test starts only when the
+    namespaces of earlier tests are gone, so every device is free.
     """
     kube = cluster.kube
     slug = _slug(request.node.nodeid)
-    exclusive = any(request.node.get_closest_marker(m) for m in ("exclusive", "disruptive"))
-    with _device_lock(run_id, exclusive):
+    exclusive = _exclusive(request.node)
+    if exclusive:
+        cluster.wait_until_quiet()
+    name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
+    kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: run_id, TEST_LABEL: slug}}})
+    keep = False
+    try:
+        # The ServiceAccount admission plugin rejects pods until the default SA exists.
+        wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
+                        f"default ServiceAccount in {name}", namespace=name)
+        yield name
+    finally:
+        if _failed(request.node):
+            report_dir = request.config.getoption("--report-dir")
+            failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver),
+                                  Path(report_dir) if report_dir else None, slug)
+            keep = request.config.getoption("--keep-on-failure")
+        if keep:
+            kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
+        else:
+            cluster.delete_namespace(name)
         if exclusive:
             cluster.wait_until_quiet()
-        name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
-        kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: run_id, TEST_LABEL: slug}}})
-        keep = False
-        try:
-            # The ServiceAccount admission plugin rejects pods until the default SA exists.
-            wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
-                            f"default ServiceAccount in {name}", namespace=name)
-            yield name
-        finally:
-            if _failed(request.node):
-                report_dir = request.config.getoption("--report-dir")
-                failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver),
-                                      Path(report_dir) if report_dir else None, slug)
-                keep = request.config.getoption("--keep-on-failure")
-            if keep:
-                kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
-            else:
-                cluster.delete_namespace(name)
-            if exclusive:
-                cluster.wait_until_quiet()
 
 
 @pytest.fixture

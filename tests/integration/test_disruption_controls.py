@@ -21,7 +21,7 @@ from dra_harness.profiles import by_name
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "-rs"],
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
                           capture_output=True, text=True, timeout=600)
 
 
