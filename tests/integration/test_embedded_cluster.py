@@ -18,22 +18,22 @@ from dra_harness.local import gates
 from dra_harness.local.processes import listening_sockets
 
 
-def kubectl(binaries, cluster, *args: str) -> str:
-    out = subprocess.run(
-        [binaries["kubectl"], f"--kubeconfig={cluster.kubeconfig}", *args], capture_output=True, text=True, timeout=60
-    )
+def kubectl(cluster, *args: str) -> str:
+    """The kubectl built for the cluster's own version."""
+    binary = cluster.local.state().binaries["kubectl"]
+    out = subprocess.run([binary, f"--kubeconfig={cluster.kubeconfig}", *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
 
-def test_kubectl_reports_the_requested_server_version(cluster, binaries):
-    version = json.loads(kubectl(binaries, cluster, "version", "-o", "json"))
+def test_kubectl_reports_the_requested_server_version(cluster):
+    version = json.loads(kubectl(cluster, "version", "-o", "json"))
     assert version["serverVersion"]["gitVersion"] == "v" + cluster.local.state().spec.k8s_version
     assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"]
 
 
-def test_kubectl_lists_every_nodes_slices_with_all_devices(cluster, binaries):
-    slices = json.loads(kubectl(binaries, cluster, "get", "resourceslices", "-o", "json"))["items"]
+def test_kubectl_lists_every_nodes_slices_with_all_devices(cluster):
+    slices = json.loads(kubectl(cluster, "get", "resourceslices", "-o", "json"))["items"]
     per_node: dict[str, int] = {}
     for s in slices:
         assert s["spec"]["driver"] == "gpu.example.com"
