@@ -117,6 +117,7 @@ class ClusterHandle:
             return None
         return any(
             p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
             and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or [])
             for p in pods
         )

@@ -73,12 +73,30 @@ class Disruptor:
 
     # -- driver -----------------------------------------------------------------------------
     def stop_driver(self, node: str, kill: bool = False) -> None:
-        if self._do(node, "kill driver on" if kill else "stop driver on"):
-            self._local("stopping a driver process").stop_driver(node, kill=kill)
+        """Embedded cluster: stop the plugin process. Elsewhere: delete the driver's pod on
+        the node (grace period 0 for ``kill``); its DaemonSet starts a replacement."""
+        if not self._do(node, "kill driver on" if kill else "stop driver on"):
+            return
+        if self.cluster.local is not None:
+            self.cluster.local.stop_driver(node, kill=kill)
+            return
+        pods = self._driver_pods(node)
+        if not pods:
+            raise DisruptionRefused(f"no pod matching '{self.cluster.profile.driver_pod_selector}' runs on {node}")
+        for pod in pods:
+            self.cluster.kube.delete(rest.PODS, pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                     grace_seconds=0 if kill else None)
 
     def start_driver(self, node: str) -> None:
-        if self._do(node, "start driver on"):
-            self._local("starting a driver process").start_driver(node)
+        """Embedded cluster: start the plugin process. Elsewhere the DaemonSet does it."""
+        if self._do(node, "start driver on") and self.cluster.local is not None:
+            self.cluster.local.start_driver(node)
+
+    def _driver_pods(self, node: str) -> list[dict]:
+        selector = self.cluster.profile.driver_pod_selector
+        if not selector:
+            raise DisruptionRefused(f"profile {self.cluster.profile.name} names no driver pod selector")
+        return self.cluster.kube.list(rest.PODS, label_selector=selector, field_selector=f"spec.nodeName={node}")
 
     def target_node(self) -> str:
         """The first node that may be disrupted and publishes devices of the profile's driver."""
@@ -88,9 +106,6 @@ class Disruptor:
         if not nodes:
             raise DisruptionRefused(f"no node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}")
         return nodes[0]
-
-    def driver_running(self, node: str) -> bool:
-        return _driver_running(self._local("checking a driver process"), node)
 
     def restart_driver(self, node: str, kill: bool = False, down_for: float = 2.0, deadline: float = 60.0,
                        while_down=None) -> RestartRecord:
@@ -145,15 +160,19 @@ class Disruptor:
     def _wait_driver_back(self, node: str, selector: str, expected: int, deadline: float) -> tuple[str, float]:
         """``("", seconds until slices were complete)`` once the driver has stayed up 1 s and the
         node's slices hold ``expected`` devices; ``(why not, 0)`` otherwise."""
-        local = self._local("checking a driver process")
+        local = self.cluster.local
         end = time.monotonic() + deadline
         started = time.monotonic()
         complete_at = None
         devices = 0
         while time.monotonic() < end:
-            if not _driver_running(local, node):
-                return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
-                        f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0
+            if not self.cluster.driver_running(node):
+                if local is not None:
+                    return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
+                            f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0
+                complete_at = None  # the DaemonSet's replacement pod is not Ready yet
+                time.sleep(0.2)
+                continue
             slices = self.cluster.kube.list(rest.RESOURCE_SLICES, field_selector=selector)
             devices = len([d for s in slices for d in s["spec"].get("devices") or []])
             complete_at = (complete_at or time.monotonic()) if devices == expected else None
@@ -161,12 +180,9 @@ class Disruptor:
             if complete_at is not None and time.monotonic() - started >= 1.0:
                 return "", complete_at - started
             time.sleep(0.05)
+        if not self.cluster.driver_running(node):
+            return f"the driver on {node} did not come back within {deadline:.0f}s: no Ready plugin pod on the node", 0.0
         return f"the driver on {node} did not republish its {expected} devices within {deadline:.0f}s (last seen {devices})", 0.0
-
-    def _local(self, what: str):
-        if self.cluster.local is None:
-            raise DisruptionRefused(f"{what} needs the embedded cluster; on other clusters the driver runs as a DaemonSet")
-        return self.cluster.local
 
     # -- nodes --------------------------------------------------------------------------------
     def cordon(self, node: str, unschedulable: bool = True) -> None:
@@ -219,16 +235,16 @@ class Disruptor:
 
     @contextmanager
     def restoring(self, *nodes: str) -> Iterator["Disruptor"]:
-        """Undo disruptions of ``nodes`` on the way out: uncordon, and start a stopped driver."""
+        """Undo disruptions of ``nodes`` on the way out: uncordon, and start a stopped driver
+        (on other clusters the DaemonSet restarts it by itself)."""
         try:
             yield self
         finally:
             if not self.dry_run:
                 for node in nodes:
                     self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}})
-                    local = self.cluster.local
-                    if local is not None and not _driver_running(local, node):
-                        local.start_driver(node)
+                    if self.cluster.local is not None and not self.cluster.driver_running(node):
+                        self.cluster.local.start_driver(node)
 
 
 def _slice_periods(events: list[tuple[float, str, str]], present_at_start: bool, stopped: float,
@@ -253,7 +269,3 @@ def _slice_periods(events: list[tuple[float, str, str]], present_at_start: bool,
             stale += max(0.0, overlap)
     return round(missing, 3), round(stale, 3)
 
-
-def _driver_running(local, node: str) -> bool:
-    tracked = local.supervisor.get(f"driver-{node}")
-    return tracked is not None and tracked.alive()

@@ -80,3 +80,44 @@ def test_without_allow_disruptive_an_existing_cluster_is_not_touched(small_clust
     assert "passed" not in out.stdout.splitlines()[-1], out.stdout[-2000:]
     assert "pass --allow-disruptive" in out.stdout
     assert snapshot() == before
+
+
+def _fake_daemonset_driver(small_cluster):
+    """A DaemonSet carrying the example chart's plugin label, run by KWOK on every node.
+
+    It publishes nothing (the real plugins still run as processes); it lets the
+    existing-cluster restart path (delete the node's plugin pod, wait for its
+    replacement) run against a real DaemonSet controller.
+    """
+    handle = ClusterHandle("existing", small_cluster.kube(), small_cluster.kubeconfig, "controls",
+                           local_hardware(small_cluster.state().spec), by_name("example"))
+    kube = handle.kube
+    kube.create(rest.NAMESPACES, {"metadata": {"name": "drivers"}})
+    labels = {"app.kubernetes.io/component": "kubeletplugin", "app": "fake-plugin"}
+    kube.create(rest.DAEMON_SETS, {
+        "metadata": {"name": "fake-plugin"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "containers": [{"name": "plugin", "image": "registry.k8s.io/pause:3.10"}]}}},
+    }, "drivers")
+    from dra_harness.kube.waits import watch_until
+
+    watch_until(kube, rest.PODS, lambda ps: len([p for p in ps if handle.driver_running(p["spec"].get("nodeName", ""))]) == 2,
+                60, "fake plugin pods Ready", namespace="drivers")
+    return handle
+
+
+def test_on_an_existing_cluster_a_restart_replaces_the_drivers_daemonset_pod(small_cluster):
+    handle = _fake_daemonset_driver(small_cluster)
+    before = {p["metadata"]["uid"] for p in handle.kube.list(rest.PODS, "drivers", field_selector="spec.nodeName=gpu-node-0")}
+    record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=60)
+    assert not record.failure, record.failure
+    after = {p["metadata"]["uid"] for p in handle.kube.list(rest.PODS, "drivers", field_selector="spec.nodeName=gpu-node-0")
+             if not p["metadata"].get("deletionTimestamp")}
+    assert after and not after & before, "the plugin pod was not replaced"
+
+
+def test_on_an_existing_cluster_a_driver_pod_that_is_not_replaced_fails_the_restart(small_cluster):
+    handle = _fake_daemonset_driver(small_cluster)
+    handle.kube.delete(rest.DAEMON_SETS, "fake-plugin", "drivers", propagation="Orphan")
+    record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=5)
+    assert "did not come back within 5s: no Ready plugin pod on the node" in record.failure, record

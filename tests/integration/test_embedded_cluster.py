@@ -88,3 +88,18 @@ def test_typed_clients_work_on_the_same_connection(cluster):
 
     slices = cluster.typed(client.ResourceV1Api).list_resource_slice()
     assert len(slices.items) == cluster.local.state().spec.nodes
+
+
+def test_the_scheduler_and_controller_manager_can_be_restarted(small_cluster):
+    from dra_harness.kube.waits import wait_for_object
+
+    kube = small_cluster.kube()
+    for component in ("kube-scheduler", "kube-controller-manager"):
+        before = small_cluster.supervisor.get(component).pid
+        small_cluster.restart_component(component)
+        assert small_cluster.supervisor.get(component).pid != before
+    kube.create(rest.NAMESPACES, {"metadata": {"name": "after-restart"}})
+    wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 60, "default SA", namespace="after-restart")
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, b.claim_template("gpu", "x", [b.exactly("gpu", "gpu.example.com")]), "after-restart")
+    kube.create(rest.PODS, b.pod("app", "x", claims={"gpu": {"template": "gpu"}}), "after-restart")
+    wait_running(kube, "after-restart", "app", timeout=90)
