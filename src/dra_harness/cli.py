@@ -247,16 +247,19 @@ def bench_build(k8s_version: str) -> None:
 @click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
 @click.option("--expected-hardware", type=click.Path(dir_okay=False), help="YAML of the hardware the cluster should publish.")
 @click.option("--driver", help="Driver profile (example, nvidia) or driver name; detected by default.")
+@click.option("--allow-disruptive", is_flag=True, help="Let disruptive tests touch labelled nodes of an existing cluster.")
+@click.option("--dry-run", is_flag=True, help="Disruptive tests list what they would touch and touch nothing.")
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver, report_dir, pytest_args) -> None:
+def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
+        allow_disruptive, dry_run, report_dir, pytest_args) -> None:
     """Run every suite against a cluster and write the sign-off report (the main job)."""
     from .runner import RunOptions, run_suites
 
     options = RunOptions(
         provider=provider, kubeconfig=kubeconfig, context=context, k8s_version=k8s_version, nodes=nodes,
         gpus_per_node=gpus_per_node, expected_hardware=expected_hardware, driver=driver, report_dir=report_dir,
-        pytest_args=list(pytest_args),
+        pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
     )
     sys.exit(run_suites(options, err))
 
