@@ -22,7 +22,7 @@ from .kube.client import connect
 from .kube.pods import allocated_devices
 from .kube.rest import Kube
 from .kube.waits import WaitError, watch_until
-from .labels import run_selector
+from .labels import KEPT_LABEL, run_selector
 from .local.cluster import (
     DRIVER_NAME,
     KWOK_ANNOTATION,
@@ -132,38 +132,54 @@ class ClusterHandle:
         return self.kube.request("GET", "/version")["gitVersion"]
 
     def delete_namespace(self, name: str) -> None:
-        """Start deleting a test's namespace; :meth:`sweep` waits for all of them at the end.
+        """Free a test's devices now and delete its namespace in the background.
 
-        Waiting here would cost every test the namespace controller's ~5 s requeue.
+        The namespace controller waits a fixed 5 s before deleting any content, so
+        workloads, pods and claims are deleted directly first; :func:`sweep_run` waits for
+        the namespaces themselves once, at the end of the run.
         """
+        for res in (rest.DEPLOYMENTS, rest.JOBS):
+            self.kube.delete_collection(res, name)
+        self.kube.delete_collection(rest.PODS, name, grace_seconds=0)
+        self.kube.delete_collection(rest.RESOURCE_CLAIMS, name)
         self.kube.delete(rest.NAMESPACES, name)
 
     def wait_until_quiet(self, timeout: float = 120.0) -> None:
-        """Wait until no namespace of this run is left (except kept ones): all devices are back."""
-        watch_until(self.kube, rest.NAMESPACES, lambda items: not items, timeout,
-                    f"earlier namespaces of run {self.run_id} to be deleted",
-                    label_selector=run_selector(self.run_id, include_kept=False))
+        """Wait until no claim of this run holds a device (claims in kept namespaces aside)."""
+        kept = {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")}
 
-    def sweep(self, timeout: float = 120.0) -> list[str]:
-        """Delete everything labelled with this run and wait until it is gone.
+        def holding(claims: list[dict]) -> list[dict]:
+            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")]
 
-        Returns what is still there after ``timeout`` (normally nothing).
-        """
-        selector = run_selector(self.run_id, include_kept=False)
-        for ns in self.kube.list(rest.NAMESPACES, label_selector=selector):
-            self.kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
-        for res in _CLUSTER_SCOPED:
-            for obj in self.kube.list(res, label_selector=selector):
-                self.kube.delete(res, obj["metadata"]["name"])
-        try:
-            watch_until(self.kube, rest.NAMESPACES, lambda items: not items, timeout,
-                        f"namespaces of run {self.run_id} to be deleted", label_selector=selector)
-        except WaitError:
-            pass
-        left = [f"namespace/{n['metadata']['name']}" for n in self.kube.list(rest.NAMESPACES, label_selector=selector)]
-        for res in _CLUSTER_SCOPED:
-            left += [f"{res.kind}/{o['metadata']['name']}" for o in self.kube.list(res, label_selector=selector)]
-        return left
+        watch_until(self.kube, rest.RESOURCE_CLAIMS, lambda claims: not holding(claims), timeout,
+                    f"claims of earlier tests of run {self.run_id} to release their devices",
+                    label_selector=run_selector(self.run_id),
+                    why=lambda claims: "still allocated: " + ", ".join(
+                        f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
+
+
+def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0) -> list[str]:
+    """Delete everything labelled with ``run_id`` (kept namespaces aside) and wait until it is gone.
+
+    Called once per run by the process that owns it (never by an xdist worker, whose
+    session may end while other workers' tests still run). Returns what is still there
+    after ``timeout`` (normally nothing).
+    """
+    selector = run_selector(run_id, include_kept=False)
+    for ns in kube.list(rest.NAMESPACES, label_selector=selector):
+        kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
+    for res in _CLUSTER_SCOPED:
+        for obj in kube.list(res, label_selector=selector):
+            kube.delete(res, obj["metadata"]["name"])
+    try:
+        watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
+                    f"namespaces of run {run_id} to be deleted", label_selector=selector)
+    except WaitError:
+        pass
+    left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
+    for res in _CLUSTER_SCOPED:
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
+    return left
 
 
 def open_existing(

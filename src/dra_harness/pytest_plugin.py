@@ -13,9 +13,9 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import sys
 import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +24,7 @@ import pytest
 
 from . import evidence as evidence_mod
 from . import failure_evidence
-from .cluster_handle import ClusterHandle, open_existing, open_local
+from .cluster_handle import ClusterHandle, open_existing, open_local, sweep_run
 from .disruption import Disruptor
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
@@ -113,11 +113,14 @@ def _check_inputs(config: pytest.Config) -> None:
             by_name(driver) if driver else detect(kube)
         except (KubeconfigError, ProfileError, rest.Unreachable, rest.ApiError) as e:
             raise pytest.UsageError(str(e).splitlines()[0]) from None
-    elif config.getoption("--driver"):
-        try:
-            by_name(config.getoption("--driver"))
-        except ProfileError as e:
-            raise pytest.UsageError(str(e)) from None
+        config._dra_inputs_ok = True  # type: ignore[attr-defined]
+    else:
+        if config.getoption("--driver"):
+            try:
+                by_name(config.getoption("--driver"))
+            except ProfileError as e:
+                raise pytest.UsageError(str(e)) from None
+        config._dra_inputs_ok = True  # type: ignore[attr-defined]
 
 
 def _local_name(config: pytest.Config) -> str:
@@ -128,7 +131,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
     if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
-        LocalCluster(_local_name(config)).down()
+        LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
+    elif getattr(config, "_dra_inputs_ok", False):
+        _sweep(config)
+
+
+def _sweep(config: pytest.Config) -> None:
+    """Delete what this run created on a cluster that outlives it."""
+    try:
+        if config.getoption("--cluster") == "existing":
+            kube = connect(config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG"), config.getoption("--context"))
+        else:
+            kube = LocalCluster(_local_name(config)).kube()
+        left = sweep_run(kube, _run_id(config))
+    except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
+        sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
+        return
+    if left:
+        sys.stderr.write(f"dra-harness: objects of run {_run_id(config)} still present after cleanup: {', '.join(left)}\n")
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +157,7 @@ def run_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHandle]:
+def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     """The cluster under test, with typed access and the provider's actions."""
     opt = request.config.getoption
     expected = opt("--expected-hardware")
@@ -159,12 +179,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> Iterator[ClusterHand
                 nodes=opt("--nodes"),
                 gpus_per_node=opt("--gpus-per-node"),
             )
-    try:
-        yield handle
-    finally:
-        left = handle.sweep()
-        if left:
-            warnings.warn(f"objects of run {run_id} still present after cleanup: {', '.join(left)}", stacklevel=1)
+    return handle
 
 
 def _slug(nodeid: str) -> str:

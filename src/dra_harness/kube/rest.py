@@ -236,14 +236,13 @@ class Kube:
             raise
 
     def delete_collection(
-        self, res: Resource, namespace: str | None = None, label_selector: str | None = None
+        self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
+        grace_seconds: int | None = None,
     ) -> None:
-        self.request(
-            "DELETE",
-            res.path(namespace),
-            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
-            params={"labelSelector": label_selector},
-        )
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        self.request("DELETE", res.path(namespace), body, params={"labelSelector": label_selector})
 
     def watch(
         self,
