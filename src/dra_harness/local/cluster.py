@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import yaml
@@ -44,14 +44,13 @@ from ..kube import rest
 from ..kube.client import connect
 from ..kube.rest import Kube
 from ..labels import DISRUPTABLE_LABEL
-from . import gates
+from . import commands
 from .pki import PKI
 from .processes import Supervisor, strays
+from .state import DEFAULT_NAME, ClusterSpec, ClusterState
 
-DEFAULT_NAME = "dra-harness"
 DRIVER_NAME = "gpu.example.com"
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-STAGES = Path(__file__).with_name("kwok-stages.yaml")
+KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 
 
 class ClusterError(RuntimeError):
@@ -62,32 +61,6 @@ def clusters_root() -> Path:
     """Where cluster state lives: ``$DRA_HARNESS_STATE``, else ``<cache>/clusters``."""
     override = os.environ.get("DRA_HARNESS_STATE")
     return Path(override) if override else builder.cache_root() / "clusters"
-
-
-@dataclass
-class ClusterSpec:
-    name: str = DEFAULT_NAME
-    nodes: int = 4
-    gpus_per_node: int = 8
-    k8s_version: str = catalog.DEFAULT_KUBERNETES_VERSION
-    #: pid whose death tears the cluster down (a test run); None for `cluster up`.
-    owner_pid: int | None = None
-
-    def node_names(self) -> list[str]:
-        return [f"gpu-node-{i}" for i in range(self.nodes)]
-
-
-@dataclass
-class ClusterState:
-    spec: ClusterSpec
-    ports: dict[str, int]
-    binaries: dict[str, str]
-    timings: dict[str, float] = field(default_factory=dict)
-    created: float = field(default_factory=time.time)
-
-    @property
-    def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports['apiserver']}"
 
 
 def _free_ports(names: list[str]) -> dict[str, int]:
@@ -165,22 +138,21 @@ class LocalCluster:
         say("issuing certificates")
         pki = PKI(self.state_dir / "pki")
         pki.create()
-        server_id = pki.issue("apiserver", "kube-apiserver", server=True)
+        pki.issue("apiserver", "kube-apiserver", server=True)
         admin = pki.issue("admin", "dra-harness-admin", ("system:masters",))
         pki.kubeconfig(self.kubeconfig, state.server, admin, cluster=self.name, user="admin")
         deadline = time.monotonic() + timeout
 
         say("starting etcd and kube-apiserver")
-        self._start_etcd(state)
-        self._start_apiserver(state, pki, server_id)
+        for component in ("etcd", "kube-apiserver"):
+            self._start_control_plane_component(component, state)
         kube = self.kube()
         self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
         state.timings["apiserver_ready"] = time.monotonic() - t0
 
         say("starting controller-manager, scheduler and kwok")
-        self._start_controller_manager(state, pki)
-        self._start_scheduler(state)
-        self._start_kwok(state)
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._start_control_plane_component(component, state)
         self._create_nodes(kube, spec)
         self._create_device_class(kube)
         say(f"starting {spec.nodes} example-driver plugins")
@@ -197,106 +169,15 @@ class LocalCluster:
         self._save(state)
         return state
 
-    def _start(self, name: str, argv: list[str]) -> None:
-        self.supervisor.start(name, argv)
+    def _paths(self) -> commands.Paths:
+        return commands.Paths(self.state_dir, self.kubeconfig, PKI(self.state_dir / "pki"))
 
-    def _start_etcd(self, st: ClusterState) -> None:
-        c, p = st.ports["etcd"], st.ports["etcd_peer"]
-        self._start("etcd", [
-            st.binaries["etcd"],
-            "--name=node0",
-            f"--data-dir={self.state_dir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{c}",
-            f"--advertise-client-urls=http://127.0.0.1:{c}",
-            f"--listen-peer-urls=http://127.0.0.1:{p}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{p}",
-            f"--initial-cluster=node0=http://127.0.0.1:{p}",
-            "--listen-metrics-urls=",
-            "--auto-compaction-retention=1",
-            "--quota-backend-bytes=4294967296",
-            # A test cluster that is thrown away does not need durable writes.
-            "--unsafe-no-fsync",
-            "--log-level=warn",
-        ])
-
-    def _start_apiserver(self, st: ClusterState, pki: PKI, serving) -> None:
-        v = st.spec.k8s_version
-        argv = [
-            st.binaries["kube-apiserver"],
-            f"--etcd-servers=http://127.0.0.1:{st.ports['etcd']}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={st.ports['apiserver']}",
-            f"--tls-cert-file={serving.cert}",
-            f"--tls-private-key-file={serving.key}",
-            f"--client-ca-file={pki.ca_cert}",
-            f"--service-account-key-file={pki.sa_pub}",
-            f"--service-account-signing-key-file={pki.sa_key}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultTolerationSeconds,"
-            "Priority,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota,NodeRestriction",
-            "--storage-media-type=application/vnd.kubernetes.protobuf",
-            # No kube-proxy or real endpoints: the kubernetes Service needs no reconciler.
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true",
-            f"--feature-gates={gates.feature_gates_flag(v)}",
-        ]
-        runtime_config = gates.runtime_config_flag(v)
-        if runtime_config:
-            argv.append(f"--runtime-config={runtime_config}")
-        self._start("kube-apiserver", argv)
-
-    def _component_kubeconfig_args(self) -> list[str]:
-        k = str(self.kubeconfig)
-        return [f"--kubeconfig={k}", f"--authentication-kubeconfig={k}", f"--authorization-kubeconfig={k}"]
-
-    def _start_controller_manager(self, st: ClusterState, pki: PKI) -> None:
-        self._start("kube-controller-manager", [
-            st.binaries["kube-controller-manager"],
-            *self._component_kubeconfig_args(),
-            "--bind-address=127.0.0.1",
-            f"--secure-port={st.ports['controller_manager']}",
-            "--leader-elect=false",
-            f"--root-ca-file={pki.ca_cert}",
-            f"--service-account-private-key-file={pki.sa_key}",
-            "--use-service-account-credentials=false",
-            # KWOK renews node leases; 40 s is what kwokctl uses.
-            "--node-monitor-grace-period=40s",
-            f"--feature-gates={gates.feature_gates_flag(st.spec.k8s_version)}",
-        ])
-
-    def _start_scheduler(self, st: ClusterState) -> None:
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 100, "burst": 200},
-            "leaderElection": {"leaderElect": False},
-        }
-        path = self.state_dir / "scheduler-config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        self._start("kube-scheduler", [
-            st.binaries["kube-scheduler"],
-            f"--config={path}",
-            f"--authentication-kubeconfig={self.kubeconfig}",
-            f"--authorization-kubeconfig={self.kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={st.ports['scheduler']}",
-            f"--feature-gates={gates.feature_gates_flag(st.spec.k8s_version)}",
-        ])
-
-    def _start_kwok(self, st: ClusterState) -> None:
-        self._start("kwok", [
-            st.binaries["kwok"],
-            f"--kubeconfig={self.kubeconfig}",
-            f"--config={STAGES}",
-            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
-            "--cidr=10.244.0.0/16",
-            "--node-ip=127.0.0.1",
-            "--node-lease-duration-seconds=40",
-            f"--server-address=127.0.0.1:{st.ports['kwok']}",
-        ])
+    def _start_control_plane_component(self, name: str, st: ClusterState) -> None:
+        paths = self._paths()
+        if name == "kube-scheduler":
+            config = self.state_dir / "scheduler-config.yaml"
+            config.write_text(yaml.safe_dump(commands.scheduler_config(paths)))
+        self.supervisor.start(name, commands.ARGV[name](st, paths))
 
     # -- provider actions --------------------------------------------------------
     @property
@@ -318,18 +199,7 @@ class LocalCluster:
         dirs = self.driver_dirs(node)
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
-        self.supervisor.start(f"driver-{node}", [
-            st.binaries["dra-example-kubeletplugin"],
-            f"--node-name={node}",
-            f"--kubeconfig={self.kubeconfig}",
-            f"--num-devices={st.spec.gpus_per_node}",
-            f"--cdi-root={dirs['cdi']}",
-            f"--kubelet-registrar-directory-path={dirs['registrar']}",
-            f"--kubelet-plugins-directory-path={dirs['plugins']}",
-            "--healthcheck-port=-1",
-            "--metrics-port=-1",
-            f"--driver-name={DRIVER_NAME}",
-        ])
+        self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
 
     def stop_driver(self, node: str, kill: bool = False) -> None:
         """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""
@@ -340,14 +210,11 @@ class LocalCluster:
         st = self.state()
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
-        starters = {
-            "kube-scheduler": lambda: self._start_scheduler(st),
-            "kube-controller-manager": lambda: self._start_controller_manager(st, PKI(self.state_dir / "pki")),
-        }
-        if name not in starters:
-            raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(starters)}")
+        restartable = ("kube-scheduler", "kube-controller-manager")
+        if name not in restartable:
+            raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
         self.supervisor.stop(name)
-        starters[name]()
+        self._start_control_plane_component(name, st)
 
     # -- objects -----------------------------------------------------------------
     def _create_nodes(self, kube: Kube, spec: ClusterSpec) -> None:

@@ -133,10 +133,14 @@ class PKI:
                 critical=False,
             )
         cert = builder.sign(self._ca_key, hashes.SHA256())
-        identity = Identity(cert=self.root / f"{name}.crt", key=self.root / f"{name}.key")
+        identity = self.identity(name)
         _write(identity.cert, cert.public_bytes(serialization.Encoding.PEM))
         _write(identity.key, _key_pem(key))
         return identity
+
+    def identity(self, name: str) -> Identity:
+        """Where :meth:`issue` wrote (or will write) ``name``'s certificate and key."""
+        return Identity(cert=self.root / f"{name}.crt", key=self.root / f"{name}.key")
 
     def kubeconfig(self, path: Path, server: str, identity: Identity, cluster: str, user: str) -> Path:
         """A kubeconfig that references (never embeds) the key files."""

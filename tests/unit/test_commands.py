@@ -1,0 +1,52 @@
+"""Component command lines: loopback only, the version's gates, and the state dir in every one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dra_harness.local import commands, gates
+from dra_harness.local.pki import PKI
+from dra_harness.local.state import ClusterSpec, ClusterState
+
+STATE = ClusterState(
+    spec=ClusterSpec(name="t", k8s_version="1.36.3"),
+    ports={"etcd": 1, "etcd_peer": 2, "apiserver": 3, "controller_manager": 4, "scheduler": 5, "kwok": 6},
+    binaries={b: f"/bin/{b}" for b in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+                                       "dra-example-kubeletplugin"]},
+)
+PATHS = commands.Paths(Path("/state/t"), Path("/state/t/kubeconfig"), PKI(Path("/state/t/pki")))
+
+
+def all_argv() -> dict[str, list[str]]:
+    argv = {name: build(STATE, PATHS) for name, build in commands.ARGV.items()}
+    dirs = {k: Path(f"/tmp/x/{k}") for k in ("cdi", "registrar", "plugins")}
+    argv["driver"] = commands.driver(STATE, PATHS, "gpu-node-0", dirs, "gpu.example.com")
+    return argv
+
+
+def test_every_listener_is_bound_to_loopback():
+    for name, argv in all_argv().items():
+        for arg in argv:
+            for address in re.findall(r"(?:https?://)?(\d+\.\d+\.\d+\.\d+):\d+", arg):
+                assert address == "127.0.0.1", f"{name}: {arg}"
+            if arg.startswith("--bind-address="):
+                assert arg == "--bind-address=127.0.0.1", f"{name}: {arg}"
+
+
+def test_every_command_names_the_state_dir_so_strays_can_be_found():
+    for name, argv in all_argv().items():
+        assert any("/state/t/" in a for a in argv), name
+
+
+def test_the_control_plane_gets_the_versions_gates():
+    flag = f"--feature-gates={gates.feature_gates_flag('1.36.3')}"
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert flag in all_argv()[name], name
+    assert f"--runtime-config={gates.runtime_config_flag('1.36.3')}" in all_argv()["kube-apiserver"]
+
+
+def test_the_driver_has_no_listeners_and_private_dirs():
+    argv = all_argv()["driver"]
+    assert "--healthcheck-port=-1" in argv and "--metrics-port=-1" in argv
+    assert "--cdi-root=/tmp/x/cdi" in argv and "--node-name=gpu-node-0" in argv
