@@ -32,7 +32,7 @@ from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
-from .local.cluster import LocalCluster, clusters_root
+from .local.cluster import LocalCluster
 from .profiles import ProfileError, by_name, detect
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
@@ -127,9 +127,16 @@ def _local_name(config: pytest.Config) -> str:
     return config.getoption("--cluster-name") or f"run-{_run_id(config)}"
 
 
+def _lock_path(run_id: str, kind: str) -> Path:
+    """A lock file the processes of one run share (xdist workers on this machine)."""
+    return Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.{kind}.lock"
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
+    for kind in ("cluster", "devices"):
+        _lock_path(_run_id(config), kind).unlink(missing_ok=True)
     if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
         LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
     elif getattr(config, "_dra_inputs_ok", False):
@@ -165,9 +172,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
         handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
     else:
         name = _local_name(request.config)
-        lock = clusters_root() / f".{name}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "w") as f:
+        with open(_lock_path(run_id, "cluster"), "w") as f:
             # One process of the run starts the cluster; the others wait and reuse it.
             fcntl.flock(f, fcntl.LOCK_EX)
             handle = open_local(
@@ -204,8 +209,7 @@ def _failed(item: pytest.Item) -> bool:
 @contextmanager
 def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
     """Tests share the cluster's devices; an ``exclusive`` test waits until it is alone."""
-    path = Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.devices.lock"
-    with open(path, "a") as f:
+    with open(_lock_path(run_id, "devices"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield

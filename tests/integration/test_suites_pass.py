@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+
+from dra_harness.local.cluster import clusters_root
 
 
 @pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist-2"])
@@ -19,6 +23,7 @@ def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
     args = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", f"--report-dir={tmp_path}"]
     if workers:
         args += ["-n", workers]
+    before = _leftovers()
     started = time.monotonic()
     out = subprocess.run(args, capture_output=True, text=True, timeout=900)
     took = time.monotonic() - started
@@ -27,3 +32,11 @@ def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
     lines = [json.loads(line) for line in (tmp_path / "evidence.jsonl").read_text().splitlines()]
     assert {line["outcome"] for line in lines} <= {"passed", "skipped"}
     assert sum(line["outcome"] == "passed" for line in lines) >= 25
+    assert _leftovers() == before, f"left behind: {sorted(_leftovers() - before)}"
+
+
+def _leftovers() -> set[str]:
+    """Temp entries and cluster state the harness creates: locks, socket dirs, clusters."""
+    found = {str(p) for p in Path(tempfile.gettempdir()).glob("dra-harness-*")}
+    root = clusters_root()
+    return found | ({str(p) for p in root.iterdir()} if root.is_dir() else set())
