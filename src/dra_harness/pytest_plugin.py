@@ -25,6 +25,7 @@ import pytest
 from . import evidence as evidence_mod
 from . import failure_evidence
 from .cluster_handle import ClusterHandle, open_existing, open_local, sweep_run
+from .components.catalog import KUBERNETES_VERSIONS
 from .disruption import Disruptor
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
@@ -91,6 +92,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _check_inputs(config: pytest.Config) -> None:
     """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
     provider = config.getoption("--cluster")
+    version = config.getoption("--k8s-version")
+    if version and version not in KUBERNETES_VERSIONS:
+        raise pytest.UsageError(f"--k8s-version {version}: choose one of {', '.join(KUBERNETES_VERSIONS)}")
     name = config.getoption("--cluster-name")
     if name and (provider != "local" or LocalCluster(name).state() is None):
         raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")

@@ -49,3 +49,11 @@ def test_a_bad_hardware_file_names_the_field(tmp_path):
     assert out.returncode != 0
     assert "Traceback" not in out.stdout + out.stderr
     assert "nodes.n1.devices: 'many' is not of type 'integer'" in out.stdout + out.stderr
+
+
+def test_an_unknown_kubernetes_version_fails_the_suites_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "pytest", "suites/test_inventory.py", "--k8s-version=1.2.3", "-q", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "--k8s-version 1.2.3: choose one of 1.37.2" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
