@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from .components import build as builder
 from .components import catalog
@@ -36,7 +37,7 @@ class Cli(click.Group):
             return super().invoke(ctx)
         except EXPECTED as e:
             first, _, rest = str(e).strip().partition("\n")
-            err.print(f"[red]error:[/] {first}", highlight=False, markup=True)
+            err.print(f"[red]error:[/] {escape(first)}", highlight=False)
             if rest and isinstance(e, (builder.BuildError, ClusterError)):
                 # Build and start-up failures end with the tail of the failing log.
                 err.print(rest, highlight=False, markup=False)
