@@ -7,6 +7,7 @@ ends as one line on stderr and a non-zero exit; a traceback means a bug in the h
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -59,7 +60,14 @@ def cluster() -> None:
     """The embedded local cluster (real control plane, KWOK nodes, example driver)."""
 
 
-name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="Cluster name.")
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    # The name becomes a directory: keep it a plain DNS label.
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?", value):
+        raise click.BadParameter("use lowercase letters, digits and '-' (at most 40)")
+    return value
+
+
+name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="Cluster name.", callback=_cluster_name)
 
 
 @cluster.command()
