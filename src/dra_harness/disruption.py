@@ -242,7 +242,7 @@ class Disruptor:
         finally:
             if not self.dry_run:
                 for node in nodes:
-                    self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}})
+                    self.uncordon(node)
                     if self.cluster.local is not None and not self.cluster.driver_running(node):
                         self.cluster.local.start_driver(node)
 
