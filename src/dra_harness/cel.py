@@ -26,7 +26,25 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u
 
 
 @total_ordering
-class Quantity:
+class _Ordered:
+    """A CEL value compared by ``key`` (an exact number or a version tuple)."""
+
+    key: Any
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.key == other.key  # type: ignore[attr-defined]
+
+    def __lt__(self, other: _Ordered) -> bool:
+        return self.key < other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text!r})"  # type: ignore[attr-defined]
+
+
+class Quantity(_Ordered):
     """A Kubernetes resource quantity, exact (a Fraction)."""
 
     def __init__(self, text: str) -> None:
@@ -41,39 +59,17 @@ class Quantity:
             value *= _BINARY[suffix]
         else:
             value *= _DECIMAL[suffix or ""]
-        self.value = value
+        self.value = self.key = value
         self.text = str(text)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
 
-    def __lt__(self, other: Quantity) -> bool:
-        return self.value < other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __repr__(self) -> str:
-        return f"Quantity({self.text!r})"
-
-
-@total_ordering
-class Semver:
+class Semver(_Ordered):
     def __init__(self, text: str) -> None:
         m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", str(text))
         if not m:
             raise ValueError(f"invalid semver {text!r}")
-        self.parts = tuple(int(p) for p in m.groups())
+        self.parts = self.key = tuple(int(p) for p in m.groups())
         self.text = str(text)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Semver) and self.parts == other.parts
-
-    def __lt__(self, other: Semver) -> bool:
-        return self.parts < other.parts
-
-    def __hash__(self) -> int:
-        return hash(self.parts)
 
 
 def _compare(a: Any, b: Any) -> ct.IntType:

@@ -40,10 +40,9 @@ class WaitFailed(WaitError):
 
 @dataclass
 class Snapshot:
-    """Objects of one list+watch, keyed by namespace/name, with event timings."""
+    """Objects of one list+watch, keyed by namespace/name."""
 
     items: dict[str, Obj] = field(default_factory=dict)
-    events: int = 0
 
     def apply(self, kind: str, obj: Obj) -> None:
         meta = obj.get("metadata", {})
@@ -52,7 +51,6 @@ class Snapshot:
             self.items.pop(key, None)
         elif kind in ("ADDED", "MODIFIED"):
             self.items[key] = obj
-        self.events += 1
 
     def values(self) -> list[Obj]:
         return list(self.items.values())
@@ -73,7 +71,6 @@ def watch_until(
     """Follow ``res`` until ``done(objects)`` holds; return the objects at that moment."""
     deadline = time.monotonic() + timeout
     snap = Snapshot()
-    rv = ""
 
     def relist() -> str:
         items, version = kube.list_with_version(res, namespace, label_selector, field_selector)
