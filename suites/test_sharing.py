@@ -12,6 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.incontainer import (
+    devices_seen,
+    mismatch,
+    probe_pod,
+    read_env,
+    settings,
+)
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
@@ -117,8 +124,82 @@ def test_no_existing_claim_is_shared_across_tenants(cluster, tenant_label, run_i
     assert not findings, "\n".join(f.message for f in findings)
 
 
-@pytest.mark.parametrize("case", ["one-pod-two-containers", "pods-sharing-a-claim", "template-pods"])
-def test_containers_see_exactly_their_allocated_devices(cluster, case):
-    if not cluster.runs_containers():
+def _container_nodes(cluster) -> list[str]:
+    nodes = cluster.container_nodes()
+    if not nodes:
         pytest.skip(SIMULATED)
-    pytest.skip("the in-container probe (GPU_DEVICE_* / NVML) is not part of this harness version yet")
+    return nodes
+
+
+def _views(cluster, namespace: str, pods: list[str]) -> dict[tuple[str, str], set[str]]:
+    """(pod, container) -> device names the container sees, read from the probe's log."""
+    views = {}
+    for name in pods:
+        pod = wait_running(cluster.kube, namespace, name, timeout=120)
+        for ctr in pod["spec"]["containers"]:
+            views[(name, ctr["name"])] = devices_seen(read_env(cluster.kube, namespace, name, ctr["name"]))
+    return views
+
+
+def _allocated_names(cluster, namespace: str, pod_name: str) -> set[str]:
+    pod = cluster.kube.get(rest.PODS, pod_name, namespace)
+    return {d.device for c in pod_claims(cluster.kube, pod).values() for d in allocated_devices(c)}
+
+
+@pytest.mark.parametrize("case", ["one-pod-two-containers", "pods-sharing-a-claim", "template-pods"])
+def test_containers_see_exactly_their_allocated_devices(cluster, namespace, case, evidence):
+    node = _container_nodes(cluster)[0]
+    image = cluster.probe_image
+    if case == "one-pod-two-containers":
+        cluster.template(namespace, "gpu")
+        pods = ["two-containers"]
+        cluster.kube.create(rest.PODS, probe_pod(pods[0], cluster.run_id, image, node, {"gpu": {"template": "gpu"}}, 2), namespace)
+    elif case == "pods-sharing-a-claim":
+        cluster.claim(namespace, "shared")
+        pods = ["reader-0", "reader-1"]
+        for name in pods:
+            cluster.kube.create(rest.PODS, probe_pod(name, cluster.run_id, image, node, {"gpu": {"claim": "shared"}}), namespace)
+    else:
+        cluster.template(namespace, "gpu")
+        pods = ["solo-0", "solo-1"]
+        for name in pods:
+            cluster.kube.create(rest.PODS, probe_pod(name, cluster.run_id, image, node, {"gpu": {"template": "gpu"}}), namespace)
+    views = _views(cluster, namespace, pods)
+    for (pod, ctr), seen in views.items():
+        why = mismatch(seen, _allocated_names(cluster, namespace, pod))
+        assert why is None, f"{pod}/{ctr}: {why}"
+    distinct = {frozenset(v) for v in views.values()}
+    if case == "template-pods":
+        assert len(distinct) == len(pods), f"template pods share a device in their containers: {views}"
+    else:
+        assert len(distinct) == 1, f"consumers of one claim see different devices: {views}"
+    evidence.record(node=node, views={f"{p}/{c}": sorted(v) for (p, c), v in views.items()})
+
+
+GPU_CONFIGS = {
+    "time-slicing": ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
+                     {"SHARING_STRATEGY": "TimeSlicing", "TIMESLICE_INTERVAL": "Long"}),
+    "space-partitioning": ({"strategy": "SpacePartitioning", "spacePartitioningConfig": {"partitionCount": 10}},
+                           {"SHARING_STRATEGY": "SpacePartitioning", "PARTITION_COUNT": "10"}),
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(GPU_CONFIGS))
+def test_the_sharing_settings_of_an_opaque_gpu_config_reach_the_container(cluster, namespace, strategy, evidence):
+    if cluster.driver != "gpu.example.com":
+        pytest.skip(f"GpuConfig is the example driver's parameter type; the driver here is {cluster.driver}")
+    node = _container_nodes(cluster)[0]
+    sharing, expected = GPU_CONFIGS[strategy]
+    config = [{"requests": ["gpu"], "opaque": {"driver": cluster.driver, "parameters": {
+        "apiVersion": "gpu.resource.example.com/v1alpha1", "kind": "GpuConfig", "sharing": sharing}}}]
+    cluster.claim(namespace, "configured", config=config)
+    cluster.kube.create(rest.PODS, probe_pod("configured", cluster.run_id, cluster.probe_image, node,
+                                             {"gpu": {"claim": "configured"}}, 2), namespace)
+    views = _views(cluster, namespace, ["configured"])
+    device = allocated_devices(cluster.kube.get(rest.RESOURCE_CLAIMS, "configured", namespace))[0].device
+    for ctr in ("ctr0", "ctr1"):
+        env = read_env(cluster.kube, namespace, "configured", ctr)
+        assert views[("configured", ctr)] == {device}
+        got = {k: v for k, v in settings(env, device).items() if k in expected}
+        assert got == expected, f"{ctr} sees settings {settings(env, device)} for {device}; the claim's GpuConfig says {expected}"
+    evidence.record(node=node, device=device, settings=expected)

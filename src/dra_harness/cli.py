@@ -81,16 +81,21 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
     type=click.Choice(catalog.KUBERNETES_VERSIONS),
 )
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
-def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float) -> None:
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
+              help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
+def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
+    from .local.realnode import choose_real_nodes
+
     c = LocalCluster(name)
-    spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version)
-    builder.build_all(catalog.for_cluster(k8s_version))
+    real = choose_real_nodes(real_nodes, err.print)
+    spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version, real_nodes=real)
+    builder.build_all(catalog.for_cluster(k8s_version, real_nodes=real > 0))
     with err.status("starting") as status:
         state = c.up(spec, timeout=timeout, say=lambda s: status.update(s))
     err.print(
         f"cluster {name!r} up in {state.timings['up']:.1f}s: Kubernetes v{k8s_version}, "
-        f"{nodes} nodes x {gpus_per_node} devices ({state.server})"
+        f"{nodes} simulated + {real} real nodes x {gpus_per_node} devices ({state.server})"
     )
     click.echo(str(c.kubeconfig))
 

@@ -124,9 +124,22 @@ class ClusterHandle:
 
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""
-        return any(
-            KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {}) for n in self.kube.list(rest.NODES)
+        return bool(self.container_nodes())
+
+    def container_nodes(self) -> list[str]:
+        """Nodes that run real containers (a kubelet, not KWOK), sorted."""
+        return sorted(
+            n["metadata"]["name"] for n in self.kube.list(rest.NODES)
+            if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {})
         )
+
+    @property
+    def probe_image(self) -> str:
+        """An image with a shell: imported locally on the embedded cluster's real nodes."""
+        from .incontainer import PUBLIC_PROBE_IMAGE
+        from .local.images import WORKLOAD_IMAGE
+
+        return WORKLOAD_IMAGE if self.local is not None else PUBLIC_PROBE_IMAGE
 
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]
@@ -204,7 +217,7 @@ def local_hardware(spec: ClusterSpec) -> Hardware:
     return Hardware(
         driver=DRIVER_NAME,
         device_class=DRIVER_NAME,
-        nodes={n: spec.gpus_per_node for n in spec.node_names()},
+        nodes={n: spec.gpus_per_node for n in spec.all_node_names()},
         attributes={"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"},
         capacity={"memory": "80Gi"},
     )
@@ -218,6 +231,7 @@ def open_local(
     k8s_version: str | None,
     nodes: int,
     gpus_per_node: int,
+    real_nodes: int = 0,
 ) -> ClusterHandle:
     """Reuse this run's embedded cluster, or bring it up (removing stale ones first)."""
     for stale in all_clusters():
@@ -231,6 +245,7 @@ def open_local(
             gpus_per_node=gpus_per_node,
             k8s_version=k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
             owner_pid=owner_pid,
+            real_nodes=real_nodes,
         )
         started = time.monotonic()
         cluster.down()

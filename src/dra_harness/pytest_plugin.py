@@ -52,6 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="use the running embedded cluster of this name (left running at the end)")
     group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
     group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
+    group.addoption("--real-nodes", type=int, default=0,
+                    help="nodes with a real kubelet and containerd in the embedded cluster (root; default 0)")
     group.addoption("--expected-hardware", default=None,
                     help="YAML file of the hardware the cluster should publish (default: what the provider started)")
     group.addoption("--run-id", default=None, help="label value marking every object of this run")
@@ -187,6 +189,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
                 k8s_version=opt("--k8s-version"),
                 nodes=opt("--nodes"),
                 gpus_per_node=opt("--gpus-per-node"),
+                real_nodes=opt("--real-nodes"),
             )
     return handle
 

@@ -17,6 +17,9 @@ DEFAULT_KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
 ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 EXAMPLE_DRIVER_VERSION = "0.4.0"
+#: containerd 2.4 still supports cgroup v1 (deprecated since 2.2; RELEASES.md keeps a
+#: maintained branch with it until May 2029), which hosts like ours still run.
+CONTAINERD_VERSION = "2.4.2"
 
 
 @dataclass(frozen=True)
@@ -33,20 +36,31 @@ class Component:
     module: str
     binaries: dict[str, str]
     version_x: tuple[str, ...] = field(default=())
+    #: Tool packages the wrapper module also pins though this component does not build
+    #: them (the kubelet lives in the Kubernetes wrapper but is built on its own).
+    extra_tools: tuple[str, ...] = field(default=())
+    #: Wrapper directory when it is another component's (kubelet uses Kubernetes').
+    wrapper: str = ""
 
     @property
     def dirname(self) -> str:
         return f"{self.name}-v{self.version}"
 
     def module_dir(self, repo_root: Path) -> Path:
-        return repo_root / "components" / self.dirname
+        return repo_root / "components" / (self.wrapper or self.dirname)
 
 
-def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
+KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"
+
+
+def _check_kubernetes(version: str) -> None:
     if version not in KUBERNETES_VERSIONS:
         raise ValueError(
             f"Kubernetes {version} is not supported; choose one of {', '.join(KUBERNETES_VERSIONS)}"
         )
+
+
+def _kubernetes_stamps(version: str) -> tuple[str, ...]:
     major, minor, _ = version.split(".")
     stamps: list[str] = []
     # Both packages carry a copy of the version: component-base for /version and
@@ -61,6 +75,11 @@ def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
             f"{pkg}.gitCommit={'0' * 40}",
             f"{pkg}.buildDate=1970-01-01T00:00:00Z",
         ]
+    return tuple(stamps)
+
+
+def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
+    _check_kubernetes(version)
     return Component(
         name="kubernetes",
         version=version,
@@ -71,7 +90,25 @@ def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
             "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
             "kubectl": "k8s.io/kubernetes/cmd/kubectl",
         },
-        version_x=tuple(stamps),
+        version_x=_kubernetes_stamps(version),
+        extra_tools=(KUBELET_PACKAGE,),
+    )
+
+
+def kubelet(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
+    """The kubelet of one release, built from the Kubernetes wrapper module.
+
+    A component of its own so that simulated-only clusters (and their caches) never
+    wait for it; it shares the Kubernetes wrapper, hence the Go build cache.
+    """
+    _check_kubernetes(version)
+    return Component(
+        name="kubelet",
+        version=version,
+        module="k8s.io/kubernetes",
+        binaries={"kubelet": KUBELET_PACKAGE},
+        version_x=_kubernetes_stamps(version),
+        wrapper=f"kubernetes-v{version}",
     )
 
 
@@ -98,10 +135,25 @@ EXAMPLE_DRIVER = Component(
 )
 
 
-def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION) -> list[Component]:
+CONTAINERD = Component(
+    name="containerd",
+    version=CONTAINERD_VERSION,
+    module="github.com/containerd/containerd/v2",
+    binaries={
+        "containerd": "github.com/containerd/containerd/v2/cmd/containerd",
+        "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+        "ctr": "github.com/containerd/containerd/v2/cmd/ctr",
+    },
+    version_x=(f"github.com/containerd/containerd/v2/version.Version=v{CONTAINERD_VERSION}",),
+)
+
+
+def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool = False) -> list[Component]:
     """Everything the embedded cluster runs, for one Kubernetes version."""
-    return [kubernetes(k8s_version), ETCD, KWOK, EXAMPLE_DRIVER]
+    comps = [kubernetes(k8s_version), ETCD, KWOK, EXAMPLE_DRIVER]
+    return comps + ([kubelet(k8s_version), CONTAINERD] if real_nodes else [])
 
 
 def all_components() -> list[Component]:
-    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER]
+    """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
+    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER, CONTAINERD]

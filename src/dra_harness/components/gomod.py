@@ -74,7 +74,8 @@ def render(component: Component, upstream: dict) -> str:
     if godebug:
         lines += [f"godebug {g['Key']}={g['Value']}" for g in godebug] + [""]
     lines += [f"require {component.module} {version}", ""]
-    lines += ["tool ("] + [f"\t{pkg}" for pkg in component.binaries.values()] + [")", ""]
+    tools = [*component.binaries.values(), *component.extra_tools]
+    lines += ["tool ("] + [f"\t{pkg}" for pkg in tools] + [")", ""]
     if component.module == "k8s.io/kubernetes":
         replaces = staging_replaces(upstream, component.version)
         lines += ["replace ("]

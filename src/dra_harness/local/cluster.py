@@ -44,7 +44,7 @@ from ..kube import rest
 from ..kube.client import connect
 from ..kube.rest import Kube
 from ..labels import DISRUPTABLE_LABEL
-from . import commands
+from . import commands, realcluster
 from .pki import PKI
 from .processes import Supervisor, strays
 from .state import DEFAULT_NAME, ClusterSpec, ClusterState
@@ -118,7 +118,7 @@ class LocalCluster:
         if self.exists():
             raise ClusterError(f"cluster {self.name!r} already exists at {self.state_dir}; run `dra-harness cluster down` first")
         # Callers that want build progress on screen build first; this only checks the cache then.
-        built = builder.build_all(catalog.for_cluster(spec.k8s_version), quiet=True)
+        built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0), quiet=True)
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True)
         try:
@@ -158,6 +158,8 @@ class LocalCluster:
         say(f"starting {spec.nodes} example-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
+        if spec.real_nodes:
+            realcluster.start(self, state, pki, say)
 
         say("waiting for nodes Ready and ResourceSlices")
         self._wait_nodes_ready(kube, spec, deadline)
@@ -187,6 +189,10 @@ class LocalCluster:
         return Path(tempfile.gettempdir()) / f"dra-harness-{digest}"
 
     def driver_dirs(self, node: str) -> dict[str, Path]:
+        """The plugin's registrar, plugin and CDI dirs: private ones on a KWOK node, the
+        kubelet's and containerd's own on a real node."""
+        if node.startswith("real-node-"):
+            return realcluster.node(self, node).driver_dirs
         base = self.runtime_dir / node
         return {"registrar": base / "plugins_registry", "plugins": base / "plugins", "cdi": base / "cdi"}
 
@@ -194,7 +200,7 @@ class LocalCluster:
         st = self.state()
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
-        if node not in st.spec.node_names():
+        if node not in st.spec.all_node_names():
             raise ClusterError(f"node {node!r} is not a node of cluster {self.name!r}")
         dirs = self.driver_dirs(node)
         for d in dirs.values():
@@ -272,7 +278,7 @@ class LocalCluster:
         def probe() -> str | None:
             nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
             ready = [n["metadata"]["name"] for n in nodes if _node_ready(n)]
-            missing = sorted(set(spec.node_names()) - set(ready))
+            missing = sorted(set(spec.all_node_names()) - set(ready))
             return f"not Ready: {', '.join(missing)}" if missing else None
 
         self._poll("nodes Ready", deadline, probe)
@@ -281,7 +287,7 @@ class LocalCluster:
         def probe() -> str | None:
             slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}")
             counts = {node: len(devices) for node, devices in devices_by_node(slices, DRIVER_NAME).items()}
-            wrong = {n: counts.get(n, 0) for n in spec.node_names() if counts.get(n, 0) != spec.gpus_per_node}
+            wrong = {n: counts.get(n, 0) for n in spec.all_node_names() if counts.get(n, 0) != spec.gpus_per_node}
             if wrong:
                 return "devices per node " + ", ".join(f"{n}={c}" for n, c in sorted(wrong.items()))
             return None
@@ -330,6 +336,7 @@ class LocalCluster:
         if not self.state_dir.exists():
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
             return
+        realcluster.teardown(self)
         names = [t.name for t in self.supervisor.tracked()]
         order = [n for n in names if n.startswith("driver-")] + [
             "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd",
@@ -347,6 +354,7 @@ class LocalCluster:
             "kubeconfig": str(self.kubeconfig),
             "k8s_version": st.spec.k8s_version if st else None,
             "nodes": st.spec.nodes if st else None,
+            "real_nodes": st.spec.real_nodes if st else None,
             "gpus_per_node": st.spec.gpus_per_node if st else None,
             "server": st.server if st else None,
             "processes": procs,

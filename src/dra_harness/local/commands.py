@@ -68,6 +68,8 @@ def apiserver(st: ClusterState, paths: Paths) -> list[str]:
         # No kube-proxy or real endpoints: the kubernetes Service needs no reconciler.
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
+        # Real nodes' names do not resolve; their InternalIP does (logs, exec).
+        "--kubelet-preferred-address-types=InternalIP",
         f"--feature-gates={gates.feature_gates_flag(v)}",
     ]
     runtime_config = gates.runtime_config_flag(v)

@@ -21,9 +21,18 @@ class ClusterSpec:
     k8s_version: str = catalog.DEFAULT_KUBERNETES_VERSION
     #: pid whose death tears the cluster down (a test run); None for `cluster up`.
     owner_pid: int | None = None
+    #: nodes with a real kubelet and containerd beside the simulated ones.
+    real_nodes: int = 0
 
     def node_names(self) -> list[str]:
+        """The simulated (KWOK) nodes."""
         return [f"gpu-node-{i}" for i in range(self.nodes)]
+
+    def real_node_names(self) -> list[str]:
+        return [f"real-node-{i}" for i in range(self.real_nodes)]
+
+    def all_node_names(self) -> list[str]:
+        return self.node_names() + self.real_node_names()
 
 
 @dataclass

@@ -1,0 +1,147 @@
+"""Bring the embedded cluster's real nodes up and take every trace of them down.
+
+Kept apart from ``cluster.py`` because it is host plumbing (cgroups, mounts,
+network namespaces, image imports) the simulated cluster never needs; the cluster
+calls :func:`start` during ``up`` and :func:`teardown` first thing in ``down``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import gates, images
+from .pki import PKI
+from .processes import Tracked, _start_time, _stop_group, strays
+from .realnode import (
+    RealNode,
+    RealNodeError,
+    add_host_link,
+    delete_link,
+    make_cgroup_root,
+    remove_cgroup_root,
+    unmount_all,
+)
+from .state import ClusterState
+
+if TYPE_CHECKING:
+    from .cluster import LocalCluster
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node(cluster: LocalCluster, name: str) -> RealNode:
+    from .realnode import node_key
+
+    index = int(name.rsplit("-", 1)[1])
+    # Short: a DaemonSet plugin's socket is <kubelet root>/plugins/<driver>/dra-<pod uid>.sock (107-byte limit).
+    return RealNode(name, cluster.runtime_dir / f"r{index}", node_key(cluster.state_dir), index)
+
+
+def _gates_dict(version: str) -> dict[str, bool]:
+    flag = gates.feature_gates_flag(version)
+    return {k: v == "true" for k, v in (kv.split("=") for kv in flag.split(",") if kv)}
+
+
+def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+    """Start containerd, import the images, start the kubelet and the driver plugin, per real node."""
+    tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]))
+    env = {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    for name in st.spec.real_node_names():
+        rn = node(cluster, name)
+        t0 = time.monotonic()
+        say(f"starting containerd on {name}")
+        rn.write_configs(images.pause_image().name, pki.ca_cert, _free_port(), _free_port(), _gates_dict(st.spec.k8s_version))
+        make_cgroup_root(rn.cgroup_root)
+        add_host_link(rn.host_link, rn.node_ip)
+        cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)
+        _wait_containerd(cluster, rn, st.binaries["ctr"])
+        for tar in tarballs:
+            out = rn.ctr(st.binaries["ctr"], "images", "import", "--no-unpack=false", str(tar), timeout=120)
+            if out.returncode != 0:
+                raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
+        st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
+        identity = pki.issue(f"kubelet-{name}", f"system:node:{name}", ("system:nodes",))
+        kubeconfig = cluster.state_dir / f"kubelet-{name}.kubeconfig"
+        pki.kubeconfig(kubeconfig, st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
+        say(f"starting kubelet on {name}")
+        from ..labels import DISRUPTABLE_LABEL
+
+        labels = {DISRUPTABLE_LABEL: "true", "type": "real", "dra-harness.io/real-node": "true"}
+        cluster.supervisor.start(f"kubelet-{name}", rn.kubelet_argv(st.binaries["kubelet"], kubeconfig, labels), env=env)
+        cluster.start_driver(name)
+
+
+def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        tracked = cluster.supervisor.get(f"containerd-{rn.name}")
+        if tracked is None or not tracked.alive():
+            raise RealNodeError(f"containerd on {rn.name} exited: {cluster.supervisor.log_tail(f'containerd-{rn.name}')}")
+        if rn.socket.exists():
+            out = rn.ctr(ctr, "version", timeout=10)
+            if out.returncode == 0:
+                return
+            last = out.stderr.strip()
+        time.sleep(0.2)
+    raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}")
+
+
+def real_node_dirs(cluster: LocalCluster) -> list[RealNode]:
+    """Real nodes found on disk (works without cluster.json, e.g. after a killed run)."""
+    if not cluster.runtime_dir.is_dir():
+        return []
+    return [node(cluster, f"real-node-{d.name[1:]}") for d in sorted(cluster.runtime_dir.iterdir())
+            if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
+
+
+def teardown(cluster: LocalCluster) -> dict[str, list]:
+    """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
+
+    Returns what had to be removed by force (for the record; normally containers only).
+    """
+    removed: dict[str, list] = {"killed": [], "unmounted": [], "links": []}
+    for rn in real_node_dirs(cluster):
+        # The kubelet first, or it restarts what we kill; the driver with it.
+        cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
+        cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
+        # Every container process of the node lives under its cgroup root.
+        removed["killed"] += remove_cgroup_root(rn.cgroup_root)
+        cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
+        for pid in strays(rn.base):  # shims (their -address names the node's socket)
+            _stop_group(Tracked("shim", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+            removed["killed"].append(pid)
+        removed["unmounted"] += unmount_all(rn.base)
+        remove_cgroup_root(rn.cgroup_root)
+        for link in (rn.bridge, rn.host_link):
+            if Path("/sys/class/net", link).exists():
+                delete_link(link)
+                removed["links"].append(link)
+        shutil.rmtree(rn.base, ignore_errors=True)
+    return removed
+
+
+def leftovers(cluster: LocalCluster, bridges: list[str], cgroup_roots: list[str]) -> list[str]:
+    """Anything of the given real nodes still on the host: processes, mounts, links, cgroups, netns."""
+    from .realnode import _hierarchies, mounts_under
+
+    left = [f"mount {m}" for m in mounts_under(cluster.runtime_dir)]
+    left += [f"process {p}" for p in strays(cluster.runtime_dir)]
+    left += [f"link {b}" for b in bridges if Path("/sys/class/net", b).exists()]
+    for root in cgroup_roots:
+        left += [f"cgroup {h / root.lstrip('/')}" for h in _hierarchies() if (h / root.lstrip("/")).exists()]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"netns {line}" for line in netns.splitlines() if str(cluster.runtime_dir) in line]
+    return left

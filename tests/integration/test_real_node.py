@@ -1,0 +1,149 @@
+"""A real node (containerd 2 + CDI, runc, bridge CNI, kubelet) in the embedded cluster.
+
+What containers see is checked against their claims, the example driver runs once
+as a process and once as a DaemonSet pod from a locally built image, and after
+``down`` nothing of the node is left on the host. Needs root; skipped with the reason
+where real nodes cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from dra_harness import driver_manifests
+from dra_harness.driver_manifests import (
+    NAMESPACE,
+    POD_SELECTOR,
+    render_driver_manifests,
+)
+from dra_harness.incontainer import devices_seen, mismatch, probe_pod, read_env
+from dra_harness.kube import builders, rest
+from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
+from dra_harness.kube.waits import watch_until
+from dra_harness.local import realcluster
+from dra_harness.local.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
+from dra_harness.local.images import DRIVER_IMAGE, WORKLOAD_IMAGE
+from dra_harness.local.realnode import unavailable_reason
+
+REASON = unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no real nodes here: {REASON}")
+NODE = "real-node-0"
+GPUS = 4
+
+
+@pytest.fixture(scope="module")
+def real_cluster():
+    name = f"it-real-{uuid.uuid4().hex[:6]}"
+    cluster = LocalCluster(name)
+    state = cluster.up(ClusterSpec(name=name, nodes=1, gpus_per_node=GPUS, real_nodes=1, owner_pid=os.getpid()),
+                       timeout=240)
+    print(f"real node: containerd+images {state.timings[f'{NODE}_containerd_ready']:.1f}s, "
+          f"cluster with real node Ready {state.timings['nodes_ready']:.1f}s, up {state.timings['up']:.1f}s")
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture
+def ns(real_cluster):
+    kube = real_cluster.kube()
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": name}})
+    yield name
+    kube.delete_collection(rest.PODS, name, grace_seconds=0)
+    kube.delete(rest.NAMESPACES, name)
+
+
+def _probe(kube, ns: str, name: str, claims: dict) -> tuple[set[str], set[str], float]:
+    started = time.monotonic()
+    kube.create(rest.PODS, probe_pod(name, "it", WORKLOAD_IMAGE, NODE, claims), ns)
+    pod = wait_running(kube, ns, name, timeout=120)
+    running = time.monotonic() - started
+    seen = devices_seen(read_env(kube, ns, name, "ctr0"))
+    allocated = {d.device for c in pod_claims(kube, pod).values() for d in allocated_devices(c)}
+    return seen, allocated, running
+
+
+def test_a_pod_with_a_template_claim_sees_its_allocated_devices_through_cdi(real_cluster, ns):
+    kube = real_cluster.kube()
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES,
+                builders.claim_template("two", "it", [builders.exactly("gpu", DRIVER_NAME, 2)]), ns)
+    seen, allocated, running = _probe(kube, ns, "probe", {"gpu": {"template": "two"}})
+    print(f"pod with a claim on the real node Running after {running:.2f}s")
+    assert len(allocated) == 2
+    assert mismatch(seen, allocated) is None, mismatch(seen, allocated)
+
+
+def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_cluster, ns):
+    kube = real_cluster.kube()
+    rn = realcluster.node(real_cluster, NODE)
+
+    def node_devices(slices: list[dict]) -> int:
+        return sum(len(s["spec"].get("devices") or []) for s in slices if s["spec"].get("nodeName") == NODE)
+
+    real_cluster.stop_driver(NODE)
+    started = time.monotonic()
+    watch_until(kube, rest.RESOURCE_SLICES, lambda items: node_devices(items) == 0, 90,
+                f"{NODE}'s slices to be removed after its driver stopped", field_selector=f"spec.driver={DRIVER_NAME}")
+    print(f"slices of a stopped driver gone after {time.monotonic() - started:.1f}s")
+    docs = render_driver_manifests(DRIVER_IMAGE, str(rn.kubelet_root), cdi_root=str(rn.cdi_dir))
+    st = real_cluster.state()
+    for doc in docs:
+        if doc["kind"] == "DaemonSet":
+            spec = doc["spec"]["template"]["spec"]
+            spec["nodeSelector"] = {"kubernetes.io/hostname": NODE}
+            # The API server listens on 127.0.0.1 only and there is no kube-proxy for its Service.
+            spec["containers"][0]["env"] += [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": str(st.ports["apiserver"])},
+                {"name": "NUM_DEVICES", "value": str(GPUS)},
+            ]
+    try:
+        driver_manifests.apply(kube, docs)
+        started = time.monotonic()
+        pods = watch_until(kube, rest.PODS, lambda items: any(p["status"].get("phase") == "Running" for p in items), 120,
+                           "the driver's DaemonSet pod to run", namespace=NAMESPACE, label_selector=POD_SELECTOR)
+        assert pods[0]["spec"]["nodeName"] == NODE
+        watch_until(kube, rest.RESOURCE_SLICES, lambda items: node_devices(items) == GPUS, 90,
+                    f"the DaemonSet driver to publish {GPUS} devices for {NODE}", field_selector=f"spec.driver={DRIVER_NAME}")
+        print(f"DaemonSet driver: slices published {time.monotonic() - started:.1f}s after creation")
+        kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one", "it", [builders.exactly("gpu", DRIVER_NAME)]), ns)
+        seen, allocated, _ = _probe(kube, ns, "via-daemonset", {"gpu": {"template": "one"}})
+        assert mismatch(seen, allocated) is None, mismatch(seen, allocated)
+    finally:
+        kube.delete_collection(rest.PODS, ns, grace_seconds=0)
+        driver_manifests.delete(kube, docs)
+        real_cluster.start_driver(NODE)
+    watch_until(kube, rest.RESOURCE_SLICES, lambda items: node_devices(items) == GPUS, 90,
+                f"the process driver to publish {NODE}'s devices again", field_selector=f"spec.driver={DRIVER_NAME}")
+
+
+def test_down_leaves_no_container_mount_netns_link_or_cgroup(real_cluster):
+    kube = real_cluster.kube()
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": name}})
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one", "it", [builders.exactly("gpu", DRIVER_NAME)]), name)
+    for i in range(2):  # running containers with network namespaces and veths at the time of down
+        kube.create(rest.PODS, probe_pod(f"busy-{i}", "it", WORKLOAD_IMAGE, NODE, {"gpu": {"template": "one"}}), name)
+    for i in range(2):
+        wait_running(kube, name, f"busy-{i}", timeout=120)
+    rn = realcluster.node(real_cluster, NODE)
+    assert realcluster.leftovers(real_cluster, [rn.bridge, rn.host_link], [rn.cgroup_root]), "nothing running before down?"
+    netns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    started = time.monotonic()
+    real_cluster.down()
+    print(f"down with a real node and 2 running pods: {time.monotonic() - started:.1f}s")
+    assert realcluster.leftovers(real_cluster, [rn.bridge, rn.host_link], [rn.cgroup_root]) == []
+    mounts = subprocess.run(["mount"], capture_output=True, text=True).stdout
+    assert str(real_cluster.runtime_dir) not in mounts
+    links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert rn.bridge not in links and "veth" not in links.split(rn.bridge)[0] if rn.bridge in links else True
+    assert set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()) <= netns_before
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(rn.socket) not in ps and str(rn.etc) not in ps
