@@ -120,28 +120,34 @@ def teardown(cluster: LocalCluster) -> dict[str, list]:
         # Every container process of the node lives under its cgroup root.
         removed["killed"] += remove_cgroup_root(rn.cgroup_root)
         cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
-        for pid in strays(rn.base):  # shims (their -address names the node's socket)
+        for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims (their -address names the node's socket)
             _stop_group(Tracked("shim", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
             removed["killed"].append(pid)
-        removed["unmounted"] += unmount_all(rn.base)
+        for d in rn.host_dirs:
+            removed["unmounted"] += unmount_all(d)
         remove_cgroup_root(rn.cgroup_root)
         for link in (rn.bridge, rn.host_link):
             if Path("/sys/class/net", link).exists():
                 delete_link(link)
                 removed["links"].append(link)
-        shutil.rmtree(rn.base, ignore_errors=True)
+        for d in rn.host_dirs:
+            shutil.rmtree(d, ignore_errors=True)
     return removed
 
 
-def leftovers(cluster: LocalCluster, bridges: list[str], cgroup_roots: list[str]) -> list[str]:
-    """Anything of the given real nodes still on the host: processes, mounts, links, cgroups, netns."""
+def leftovers(cluster: LocalCluster, nodes: list[RealNode]) -> list[str]:
+    """Anything of the given real nodes still on the host: processes, mounts, directories, links, cgroups."""
     from .realnode import _hierarchies, mounts_under
 
-    left = [f"mount {m}" for m in mounts_under(cluster.runtime_dir)]
-    left += [f"process {p}" for p in strays(cluster.runtime_dir)]
-    left += [f"link {b}" for b in bridges if Path("/sys/class/net", b).exists()]
-    for root in cgroup_roots:
-        left += [f"cgroup {h / root.lstrip('/')}" for h in _hierarchies() if (h / root.lstrip("/")).exists()]
+    left = []
+    for d in [cluster.runtime_dir] + [rn.kubelet_root for rn in nodes]:
+        left += [f"mount {m}" for m in mounts_under(d)]
+        left += [f"process {p}" for p in strays(d)]
+        left += [f"directory {d}"] if d.exists() else []
+    for rn in nodes:
+        left += [f"link {b}" for b in (rn.bridge, rn.host_link) if Path("/sys/class/net", b).exists()]
+        root = rn.cgroup_root.lstrip("/")
+        left += [f"cgroup {h / root}" for h in _hierarchies() if (h / root).exists()]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left += [f"netns {line}" for line in netns.splitlines() if str(cluster.runtime_dir) in line]
     return left

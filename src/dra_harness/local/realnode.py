@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +98,14 @@ class RealNode:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.base / "k"
+        """Shorter still than ``base``: a DaemonSet plugin's registration socket is
+        ``<root>/plugins_registry/<driver>-<pod uid>-reg.sock``, and paths end at 107 bytes."""
+        return Path(tempfile.gettempdir()) / f"drh-{self.cluster_key[:8]}-{self.index}"
+
+    @property
+    def host_dirs(self) -> list[Path]:
+        """Every directory of the node on the host (removed, with what is mounted below, on down)."""
+        return [self.base, self.kubelet_root]
 
     @property
     def cdi_dir(self) -> Path:
