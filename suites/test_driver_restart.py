@@ -10,19 +10,27 @@ for how long the node's slices were missing, or published while no driver ran (s
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from dra_harness.incontainer import devices_seen, probe_pod, read_env
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
+    events_for,
     pod_claims,
     scheduling_message,
     wait_running,
 )
+from dra_harness.kube.waits import watch_until
 
 pytestmark = pytest.mark.disruptive
 
 RETURN_DEADLINE_S = 60.0
+#: The kubelet wipes a node's slices this long after its driver unregisters (upstream: 30 s).
+WIPE_EXPECTED_S = 30.0
+NO_KUBELET = "simulated (KWOK) nodes have no kubelet: nobody wipes the slices of a stopped driver there"
 
 
 def _devices(cluster, node: str) -> dict[str, dict]:
@@ -89,7 +97,14 @@ def test_a_claim_made_while_the_driver_is_down_is_allocated_or_waits_with_a_reas
             claim = pod_claims(cluster.kube, pod)["gpu"]
             seen["while_down"] = f"allocated {', '.join(str(d) for d in allocated_devices(claim))} from slices published before the stop"
         except AssertionError:
-            seen["while_down"] = f"pending: {scheduling_message(cluster.kube.get(rest.PODS, 'during', namespace))}"
+            pod = cluster.kube.get(rest.PODS, "during", namespace)
+            if pod["spec"].get("nodeName") and cluster.runs_containers():
+                # Allocated from the slices still published; a real kubelet waits for the driver to prepare.
+                warnings = [e.get("message", "") for e in events_for(cluster.kube, namespace, "during") if e.get("type") == "Warning"]
+                seen["while_down"] = f"waiting for the kubelet to prepare on {pod['spec']['nodeName']}: " + (
+                    warnings[-1] if warnings else "no event yet")
+            else:
+                seen["while_down"] = f"pending: {scheduling_message(pod)}"
 
     with disruptor.restoring(node):
         record = disruptor.restart_driver(node, down_for=6.0, deadline=RETURN_DEADLINE_S, while_down=create_while_down)
@@ -116,3 +131,38 @@ def test_slices_wiped_while_the_driver_is_down_come_back_with_it(cluster, namesp
     assert not record.failure, record.failure
     assert record.missing_for > 0, f"slices were never seen missing: {record.slice_events}"
     assert _devices(cluster, node) == before
+
+
+def _container_state(pod: dict) -> list[tuple[str, str, int]]:
+    return [(c["name"], c.get("containerID", ""), c.get("restartCount", 0)) for c in pod["status"].get("containerStatuses") or []]
+
+
+def test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers_keep_running(
+        cluster, namespace, disruptor, evidence):
+    node = disruptor.target_node()
+    if node not in cluster.container_nodes():
+        pytest.skip(NO_KUBELET)
+    cluster.template(namespace, "gpu")
+    cluster.kube.create(rest.PODS, probe_pod("steady", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}}), namespace)
+    before = wait_running(cluster.kube, namespace, "steady", timeout=120)
+    seen = devices_seen(read_env(cluster.kube, namespace, "steady", "ctr0"))
+    claim_before = pod_claims(cluster.kube, before)["gpu"]["status"]["allocation"]
+
+    def node_devices(slices: list[dict]) -> int:
+        return sum(len(s["spec"].get("devices") or []) for s in slices if s["spec"].get("nodeName") == node)
+
+    with disruptor.restoring(node):
+        disruptor.stop_driver(node)
+        stopped = time.monotonic()
+        watch_until(cluster.kube, rest.RESOURCE_SLICES, lambda items: node_devices(items) == 0, WIPE_EXPECTED_S + 60,
+                    f"the kubelet of {node} to wipe the slices of its stopped driver",
+                    field_selector=f"spec.driver={cluster.driver}")
+        wiped_after = time.monotonic() - stopped
+        during = cluster.kube.get(rest.PODS, "steady", namespace)
+    after = wait_running(cluster.kube, namespace, "steady")
+    evidence.record(node=node, slices_wiped_after_s=round(wiped_after, 1), device_seen=sorted(seen))
+    assert during["status"]["phase"] == "Running" and _container_state(during) == _container_state(before), \
+        f"the container changed while the driver was away: {_container_state(before)} -> {_container_state(during)}"
+    assert _container_state(after) == _container_state(before)
+    assert pod_claims(cluster.kube, after)["gpu"]["status"]["allocation"] == claim_before
+    assert WIPE_EXPECTED_S - 5 <= wiped_after <= WIPE_EXPECTED_S + 30, f"slices wiped after {wiped_after:.1f}s"

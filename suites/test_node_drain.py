@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from dra_harness.incontainer import probe_pod
 from dra_harness.kube import builders as b
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
@@ -20,12 +21,15 @@ from dra_harness.kube.pods import (
     allocated_node,
     condition,
     pod_claims,
+    wait_running,
 )
-from dra_harness.kube.waits import watch_until
+from dra_harness.kube.waits import wait_for_deletion, watch_until
 
 pytestmark = pytest.mark.disruptive
 
 FREE_DEADLINE_S = 60.0
+#: How long a pod is watched in Terminating while its node's driver is stopped.
+STUCK_WATCH_S = 15.0
 
 
 def _deployment(cluster, namespace: str, name: str, replicas: int, node: str, claims: dict) -> None:
@@ -119,3 +123,47 @@ def test_replacements_of_a_shared_claims_consumers_wait_until_its_last_consumer_
     assert len(allocated_devices(claim)) == 1
     evidence.record(node=node, reallocated_to=new_node, replacements_running_after_s=round(moved_after, 3),
                     replacement_scheduler_messages=seen)
+
+
+def _cdi_specs_naming(cluster, node: str, uid: str) -> list[str]:
+    """CDI spec files on an embedded real node that mention ``uid`` (the driver's prepared claim)."""
+    if cluster.local is None:
+        return []
+    from dra_harness.local import realcluster
+
+    cdi = realcluster.node(cluster.local, node).cdi_dir
+    return sorted(p.name for p in cdi.glob("*") if p.is_file() and uid in p.read_text(errors="replace"))
+
+
+def test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepares_it(cluster, namespace, disruptor, evidence):
+    """A real kubelet cannot unprepare a claim without its driver, so it keeps the pod: a finding for drains
+    that stop the driver before the node is empty."""
+    node = disruptor.target_node()
+    if node not in cluster.container_nodes():
+        pytest.skip("simulated (KWOK) nodes delete pods without preparing or unpreparing anything")
+    cluster.template(namespace, "gpu")
+    body = probe_pod("stuck", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}})
+    body["spec"]["terminationGracePeriodSeconds"] = 2
+    cluster.kube.create(rest.PODS, body, namespace)
+    pod = wait_running(cluster.kube, namespace, "stuck", timeout=120)
+    claim = pod_claims(cluster.kube, pod)["gpu"]
+    prepared = _cdi_specs_naming(cluster, node, claim["metadata"]["uid"])
+    assert prepared or cluster.local is None, "the driver wrote no CDI spec for the prepared claim"
+    with disruptor.restoring(node):
+        disruptor.stop_driver(node)
+        cluster.kube.delete(rest.PODS, "stuck", namespace, grace_seconds=2)
+        time.sleep(STUCK_WATCH_S)
+        try:
+            stuck = cluster.kube.get(rest.PODS, "stuck", namespace)
+        except rest.NotFound:
+            pytest.fail(f"the pod was removed within {STUCK_WATCH_S:.0f}s although its driver could not unprepare it")
+        assert stuck["metadata"].get("deletionTimestamp"), "the pod was not being deleted"
+        disruptor.start_driver(node)
+        returned = time.monotonic()
+        wait_for_deletion(cluster.kube, rest.PODS, "stuck", 90, namespace)
+        gone_after = time.monotonic() - returned
+    left = _cdi_specs_naming(cluster, node, claim["metadata"]["uid"])
+    finding = (f"pod {namespace}/stuck stayed Terminating for {STUCK_WATCH_S:.0f}s while the driver of {node} was "
+               f"stopped; it was removed {gone_after:.1f}s after the driver returned and unprepared its claim")
+    evidence.record(node=node, finding=finding, cdi_specs_while_prepared=prepared, cdi_specs_after=left)
+    assert not left, f"CDI specs of the claim remain after unprepare: {left}"

@@ -99,10 +99,14 @@ class Disruptor:
         return self.cluster.kube.list(rest.PODS, label_selector=selector, field_selector=f"spec.nodeName={node}")
 
     def target_node(self) -> str:
-        """The first node that may be disrupted and publishes devices of the profile's driver."""
+        """The first node that may be disrupted and publishes devices of the profile's driver
+        (one running real containers when there is one)."""
         published = {v["node"] for v in self.cluster.published().values()}
         labelled = self.cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
-        nodes = sorted(n["metadata"]["name"] for n in labelled if n["metadata"]["name"] in published)
+        # Nodes that run real containers first: what happens to running containers is the question.
+        real = set(self.cluster.container_nodes())
+        nodes = sorted((n["metadata"]["name"] for n in labelled if n["metadata"]["name"] in published),
+                       key=lambda name: (name not in real, name))
         if not nodes:
             raise DisruptionRefused(f"no node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}")
         return nodes[0]
