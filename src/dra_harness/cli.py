@@ -242,6 +242,17 @@ def bench_cluster(runs: int, nodes: int, gpus_per_node: int, k8s_version: str) -
     cluster_bench(runs, nodes, gpus_per_node, k8s_version, err)
 
 
+@bench.command("real-node")
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option("--pods", default=5, show_default=True, type=click.IntRange(1, 50))
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+def bench_real_node(runs: int, pods: int, k8s_version: str) -> None:
+    """Real node Ready time and pod start latency with a claim (root)."""
+    from .bench_realnode import real_node_bench
+
+    real_node_bench(runs, pods, k8s_version, err)
+
+
 @bench.command("build")
 @click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
 def bench_build(k8s_version: str) -> None:
@@ -286,7 +297,10 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
 
     root = builder.repo_root()
     # Build first, with progress on the terminal, so the test session's timeouts never include a cold build.
-    builder.build_all(catalog.for_cluster())
+    from .local.realnode import unavailable_reason
+
+    # The kubelet and containerd too where real nodes can run (their tests skip elsewhere).
+    builder.build_all(catalog.for_cluster(real_nodes=unavailable_reason() is None))
     code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
     sys.exit(code)
 

@@ -56,8 +56,14 @@ def _gates_dict(version: str) -> dict[str, bool]:
 
 def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
     """Start containerd, import the images, start the kubelet and the driver plugin, per real node."""
+    from .realnode import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        raise RealNodeError(f"cannot start real nodes: {reason}")
     tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]))
     env = {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    started: dict[str, float] = {}
     for name in st.spec.real_node_names():
         rn = node(cluster, name)
         t0 = time.monotonic()
@@ -80,7 +86,32 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
 
         labels = {DISRUPTABLE_LABEL: "true", "type": "real", "dra-harness.io/real-node": "true"}
         cluster.supervisor.start(f"kubelet-{name}", rn.kubelet_argv(st.binaries["kubelet"], kubeconfig, labels), env=env)
+        started[name] = time.monotonic()
         cluster.start_driver(name)
+    for name, at in started.items():
+        _wait_ready(cluster, name, at + 120)
+        st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
+
+
+def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
+    from ..kube import rest
+
+    kube, last = cluster.kube(), "not registered yet"
+    while time.monotonic() < deadline:
+        tracked = cluster.supervisor.get(f"kubelet-{name}")
+        if tracked is None or not tracked.alive():
+            raise RealNodeError(f"kubelet on {name} exited: {cluster.supervisor.log_tail(f'kubelet-{name}')}")
+        try:
+            node = kube.get(rest.NODES, name)
+        except rest.ApiError as e:
+            last = str(e)
+        else:
+            ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
+            if ready and ready[0].get("status") == "True":
+                return
+            last = ready[0].get("message", "") if ready else "no Ready condition"
+        time.sleep(0.1)
+    raise RealNodeError(f"{name} not Ready: {last}")
 
 
 def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
