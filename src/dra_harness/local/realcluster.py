@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import gates, images
 from .pki import PKI
-from .processes import Tracked, _start_time, _stop_group, strays
+from .processes import Tracked, _cmdline, _start_time, _stop_group, strays
 from .realnode import (
     RealNode,
     RealNodeError,
@@ -148,6 +148,11 @@ def teardown(cluster: LocalCluster) -> dict[str, list]:
         # The kubelet first, or it restarts what we kill; the driver with it.
         cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
         cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
+        # Lost pid files (a killed run): find the kubelet and the plugin by the dirs they name.
+        for pid in strays(rn.base) + strays(rn.kubelet_root):
+            if any(flag in _cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
+                _stop_group(Tracked("stray", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+                removed["killed"].append(pid)
         # Every container process of the node lives under its cgroup root.
         removed["killed"] += remove_cgroup_root(rn.cgroup_root)
         cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
