@@ -146,6 +146,7 @@ def test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers
     cluster.kube.create(rest.PODS, probe_pod("steady", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}}), namespace)
     before = wait_running(cluster.kube, namespace, "steady", timeout=120)
     seen = devices_seen(read_env(cluster.kube, namespace, "steady", "ctr0"))
+    published = len(_devices(cluster, node))
     claim_before = pod_claims(cluster.kube, before)["gpu"]["status"]["allocation"]
 
     def node_devices(slices: list[dict]) -> int:
@@ -159,6 +160,10 @@ def test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers
                     field_selector=f"spec.driver={cluster.driver}")
         wiped_after = time.monotonic() - stopped
         during = cluster.kube.get(rest.PODS, "steady", namespace)
+    # Later tests need the node whole again: wait until the restarted driver republished it.
+    back = watch_until(cluster.kube, rest.RESOURCE_SLICES, lambda items: node_devices(items) == published, RETURN_DEADLINE_S,
+                       f"the restarted driver of {node} to republish {published} devices", field_selector=f"spec.driver={cluster.driver}")
+    assert node_devices(back) == published
     after = wait_running(cluster.kube, namespace, "steady")
     evidence.record(node=node, slices_wiped_after_s=round(wiped_after, 1), device_seen=sorted(seen))
     assert during["status"]["phase"] == "Running" and _container_state(during) == _container_state(before), \

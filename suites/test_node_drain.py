@@ -162,6 +162,8 @@ def test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepare
         returned = time.monotonic()
         wait_for_deletion(cluster.kube, rest.PODS, "stuck", 90, namespace)
         gone_after = time.monotonic() - returned
+    watch_until(cluster.kube, rest.RESOURCE_SLICES, lambda items: any(s["spec"].get("nodeName") == node for s in items),
+                FREE_DEADLINE_S, f"the restarted driver of {node} to publish again", field_selector=f"spec.driver={cluster.driver}")
     left = _cdi_specs_naming(cluster, node, claim["metadata"]["uid"])
     finding = (f"pod {namespace}/stuck stayed Terminating for {STUCK_WATCH_S:.0f}s while the driver of {node} was "
                f"stopped; it was removed {gone_after:.1f}s after the driver returned and unprepared its claim")

@@ -317,16 +317,26 @@ def make_cgroup_root(path: str) -> None:
                     (d / f).write_text((h / f).read_text())
 
 
-def cgroup_pids(path: str) -> set[int]:
-    pids: set[int] = set()
+def _cgroup_dirs(path: str) -> list[Path]:
+    """Every cgroup directory at or below ``path`` in every hierarchy, deepest first.
+
+    containerd and the kubelet remove cgroups while we walk, so vanished entries are skipped.
+    """
+    found: list[Path] = []
     for h in _hierarchies():
         root = h / path.lstrip("/")
-        if root.is_dir():
-            for procs in root.rglob("cgroup.procs"):
-                try:
-                    pids |= {int(p) for p in procs.read_text().split()}
-                except OSError:
-                    continue
+        for dirpath, _, _ in os.walk(root, onerror=lambda e: None):
+            found.append(Path(dirpath))
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
+def cgroup_pids(path: str) -> set[int]:
+    pids: set[int] = set()
+    for d in _cgroup_dirs(path):
+        try:
+            pids |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+        except OSError:
+            continue
     return pids
 
 
@@ -341,13 +351,8 @@ def remove_cgroup_root(path: str, timeout: float = 10) -> list[int]:
     deadline = time.monotonic() + timeout
     while cgroup_pids(path) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for h in _hierarchies():
-        root = h / path.lstrip("/")
-        if not root.is_dir():
-            continue
-        for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            _rmdir(d)
-        _rmdir(root)
+    for d in _cgroup_dirs(path):
+        _rmdir(d)
     return killed
 
 
