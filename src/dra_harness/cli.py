@@ -275,16 +275,21 @@ def bench_build(k8s_version: str) -> None:
 @click.option("--allow-disruptive", is_flag=True, help="Let disruptive tests touch labelled nodes of an existing cluster.")
 @click.option("--dry-run", is_flag=True, help="Disruptive tests list what they would touch and touch nothing.")
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
+              help="Embedded cluster: nodes with a real kubelet (default: 1 where possible, else 0 with the reason).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
-        allow_disruptive, dry_run, report_dir, pytest_args) -> None:
+        allow_disruptive, dry_run, report_dir, real_nodes, pytest_args) -> None:
     """Run every suite against a cluster and write the sign-off report (the main job)."""
+    from .local.realnode import choose_real_nodes
     from .runner import RunOptions, run_suites
+
+    real = choose_real_nodes(real_nodes, err.print) if provider == "local" else 0
 
     options = RunOptions(
         provider=provider, kubeconfig=kubeconfig, context=context, k8s_version=k8s_version, nodes=nodes,
         gpus_per_node=gpus_per_node, expected_hardware=expected_hardware, driver=driver, report_dir=report_dir,
-        pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
+        real_nodes=real, pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
     )
     sys.exit(run_suites(options, err))
 

@@ -32,6 +32,7 @@ class RunOptions:
     k8s_version: str = catalog.DEFAULT_KUBERNETES_VERSION
     nodes: int = 4
     gpus_per_node: int = 8
+    real_nodes: int = 0
     expected_hardware: str | None = None
     driver: str | None = None
     report_dir: str | None = None
@@ -67,10 +68,10 @@ def run_suites(options: RunOptions, console: Console) -> int:
         if options.provider == "local":
             cluster = LocalCluster(f"run-{run_id}")
             spec = ClusterSpec(
-                name=cluster.name, nodes=options.nodes, gpus_per_node=options.gpus_per_node,
+                name=cluster.name, nodes=options.nodes, gpus_per_node=options.gpus_per_node, real_nodes=options.real_nodes,
                 k8s_version=options.k8s_version, owner_pid=os.getpid(),
             )
-            builder.build_all(catalog.for_cluster(options.k8s_version))
+            builder.build_all(catalog.for_cluster(options.k8s_version, real_nodes=options.real_nodes > 0))
             with console.status("bringing up the embedded cluster") as status:
                 state = cluster.up(spec, say=lambda s: status.update(s))
             console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{options.k8s_version})")

@@ -21,7 +21,13 @@ from dra_harness.driver_manifests import (
     POD_SELECTOR,
     render_driver_manifests,
 )
-from dra_harness.incontainer import devices_seen, mismatch, probe_pod, read_env
+from dra_harness.incontainer import (
+    devices_seen,
+    mismatch,
+    probe_pod,
+    read_env,
+    settings,
+)
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.kube.waits import watch_until
@@ -78,6 +84,20 @@ def test_a_pod_with_a_template_claim_sees_its_allocated_devices_through_cdi(real
     print(f"pod with a claim on the real node Running after {running:.2f}s")
     assert len(allocated) == 2
     assert mismatch(seen, allocated) is None, mismatch(seen, allocated)
+
+
+def test_negative_control_the_in_container_check_catches_a_view_that_is_not_the_claims(real_cluster, ns):
+    """Injected fault: compare each pod's view with the *other* pod's claim (what a container that was
+    handed the wrong device would show); and a claim without GpuConfig against TimeSlicing/Long."""
+    kube = real_cluster.kube()
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one", "it", [builders.exactly("gpu", DRIVER_NAME)]), ns)
+    seen_a, alloc_a, _ = _probe(kube, ns, "a", {"gpu": {"template": "one"}})
+    seen_b, alloc_b, _ = _probe(kube, ns, "b", {"gpu": {"template": "one"}})
+    assert mismatch(seen_a, alloc_a) is None and mismatch(seen_b, alloc_b) is None
+    assert mismatch(seen_a, alloc_b) is not None and mismatch(seen_b, alloc_a) is not None
+    env = read_env(kube, ns, "a", "ctr0")
+    device = next(iter(seen_a))
+    assert settings(env, device).get("TIMESLICE_INTERVAL") != "Long", "default config must differ from the one checked"
 
 
 def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_cluster, ns):
