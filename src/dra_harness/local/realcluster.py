@@ -17,18 +17,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..kube import rest
+from ..labels import DISRUPTABLE_LABEL
 from . import gates, images
-from .pki import PKI
-from .processes import Tracked, _cmdline, _start_time, _stop_group, strays
-from .realnode import (
-    RealNode,
-    RealNodeError,
+from .hostplumbing import (
     add_host_link,
     delete_link,
+    hierarchies,
     make_cgroup_root,
+    mounts_under,
     remove_cgroup_root,
     unmount_all,
 )
+from .pki import PKI
+from .processes import Tracked, _cmdline, _start_time, _stop_group, strays
+from .realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
 from .state import ClusterState
 
 if TYPE_CHECKING:
@@ -42,8 +45,6 @@ def _free_port() -> int:
 
 
 def node(cluster: LocalCluster, name: str) -> RealNode:
-    from .realnode import node_key
-
     index = int(name.rsplit("-", 1)[1])
     # Short: a DaemonSet plugin's socket is <kubelet root>/plugins/<driver>/dra-<pod uid>.sock (107-byte limit).
     return RealNode(name, cluster.runtime_dir / f"r{index}", node_key(cluster.state_dir), index)
@@ -56,8 +57,6 @@ def _gates_dict(version: str) -> dict[str, bool]:
 
 def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
     """Start containerd, import the images, start the kubelet and the driver plugin, per real node."""
-    from .realnode import unavailable_reason
-
     reason = unavailable_reason()
     if reason:
         raise RealNodeError(f"cannot start real nodes: {reason}")
@@ -82,9 +81,7 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         kubeconfig = cluster.state_dir / f"kubelet-{name}.kubeconfig"
         pki.kubeconfig(kubeconfig, st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
         say(f"starting kubelet on {name}")
-        from ..labels import DISRUPTABLE_LABEL
-
-        labels = {DISRUPTABLE_LABEL: "true", "type": "real", "dra-harness.io/real-node": "true"}
+        labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
         cluster.supervisor.start(f"kubelet-{name}", rn.kubelet_argv(st.binaries["kubelet"], kubeconfig, labels), env=env)
         started[name] = time.monotonic()
         cluster.start_driver(name)
@@ -94,8 +91,6 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
 
 
 def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
-    from ..kube import rest
-
     kube, last = cluster.kube(), "not registered yet"
     while time.monotonic() < deadline:
         tracked = cluster.supervisor.get(f"kubelet-{name}")
@@ -173,8 +168,6 @@ def teardown(cluster: LocalCluster) -> dict[str, list]:
 
 def leftovers(cluster: LocalCluster, nodes: list[RealNode]) -> list[str]:
     """Anything of the given real nodes still on the host: processes, mounts, directories, links, cgroups."""
-    from .realnode import _hierarchies, mounts_under
-
     left = []
     for d in [cluster.runtime_dir] + [rn.kubelet_root for rn in nodes]:
         left += [f"mount {m}" for m in mounts_under(d)]
@@ -183,7 +176,7 @@ def leftovers(cluster: LocalCluster, nodes: list[RealNode]) -> list[str]:
     for rn in nodes:
         left += [f"link {b}" for b in (rn.bridge, rn.host_link) if Path("/sys/class/net", b).exists()]
         root = rn.cgroup_root.lstrip("/")
-        left += [f"cgroup {h / root}" for h in _hierarchies() if (h / root).exists()]
+        left += [f"cgroup {h / root}" for h in hierarchies() if (h / root).exists()]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left += [f"netns {line}" for line in netns.splitlines() if str(cluster.runtime_dir) in line]
     return left

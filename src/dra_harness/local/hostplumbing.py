@@ -1,0 +1,130 @@
+"""Host plumbing of real nodes: cgroup roots, mounts and links, created and removed by path or name.
+
+Apart from ``realnode`` (which only names and configures things) because this is what
+touches the host, and what ``down`` relies on to leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+CGROUP_V1 = Path("/sys/fs/cgroup")
+
+
+class HostError(RuntimeError):
+    """A host change (link, address) failed; says which command and why."""
+
+
+# -- cgroups -------------------------------------------------------------------------
+def hierarchies() -> list[Path]:
+    return [p for p in sorted(CGROUP_V1.iterdir()) if p.is_dir() and (p / "cgroup.procs").exists()
+            and p.name != "unified"]
+
+
+def make_cgroup_root(path: str) -> None:
+    """Create the node's cgroup root in every v1 hierarchy (kubelet requires it to exist)."""
+    for h in hierarchies():
+        d = h / path.lstrip("/")
+        d.mkdir(exist_ok=True)
+        if h.name == "cpuset":  # a new cpuset has no cpus or mems until given its parent's
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                if not (d / f).read_text().strip():
+                    (d / f).write_text((h / f).read_text())
+
+
+def _cgroup_dirs(path: str) -> list[Path]:
+    """Every cgroup directory at or below ``path`` in every hierarchy, deepest first.
+
+    containerd and the kubelet remove cgroups while we walk, so vanished entries are skipped.
+    """
+    found: list[Path] = []
+    for h in hierarchies():
+        root = h / path.lstrip("/")
+        for dirpath, _, _ in os.walk(root, onerror=lambda e: None):
+            found.append(Path(dirpath))
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
+def cgroup_pids(path: str) -> set[int]:
+    pids: set[int] = set()
+    for d in _cgroup_dirs(path):
+        try:
+            pids |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+        except OSError:
+            continue
+    return pids
+
+
+def remove_cgroup_root(path: str, timeout: float = 10) -> list[int]:
+    """SIGKILL whatever still runs in the node's cgroups, then remove them; returns the pids killed."""
+    killed = sorted(cgroup_pids(path))
+    for pid in killed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while cgroup_pids(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for d in _cgroup_dirs(path):
+        _rmdir(d)
+    return killed
+
+
+def _rmdir(d: Path) -> None:
+    for _ in range(20):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+# -- mounts and links ----------------------------------------------------------------
+def mounts_under(prefix: Path) -> list[str]:
+    """Mount points at or below ``prefix`` (from /proc/self/mountinfo), deepest first."""
+    found = []
+    needle = str(prefix).rstrip("/")
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")
+        if point == needle or point.startswith(needle + "/"):
+            found.append(point)
+    return sorted(set(found), key=lambda p: -p.count("/"))
+
+
+def unmount_all(prefix: Path) -> list[str]:
+    """Lazily unmount everything below ``prefix`` (netns pins, rootfs, tmpfs, kubelet's bind)."""
+    done = []
+    for _ in range(5):  # a bind mount may hide others; repeat until nothing is left
+        points = mounts_under(prefix)
+        if not points:
+            break
+        for p in points:
+            subprocess.run(["umount", "-l", p], capture_output=True)
+            done.append(p)
+    return done
+
+
+def link_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def add_host_link(name: str, ip: str) -> None:
+    """Create the port-less bridge ``name`` holding ``ip``/32 (no dummy driver on every kernel)."""
+    delete_link(name)
+    for argv in (["ip", "link", "add", name, "type", "bridge"], ["ip", "addr", "add", f"{ip}/32", "dev", name],
+                 ["ip", "link", "set", name, "up"]):
+        out = subprocess.run(argv, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise HostError(f"{' '.join(argv)} failed: {out.stderr.strip()}")
+
+
+def delete_link(name: str) -> None:
+    if link_exists(name):
+        subprocess.run(["ip", "link", "delete", name], capture_output=True)
