@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from dra_harness.incontainer import (
+    claim_uids,
     devices_seen,
     mismatch,
     probe_pod,
@@ -132,12 +133,18 @@ def _container_nodes(cluster) -> list[str]:
 
 
 def _views(cluster, namespace: str, pods: list[str]) -> dict[tuple[str, str], set[str]]:
-    """(pod, container) -> device names the container sees, read from the probe's log."""
+    """(pod, container) -> device names the container sees, read from the probe's log.
+
+    Where the driver stamps claim UIDs into the container, they must be the pod's own claims.
+    """
     views = {}
     for name in pods:
         pod = wait_running(cluster.kube, namespace, name, timeout=120)
+        own = {c["metadata"]["uid"] for c in pod_claims(cluster.kube, pod).values()}
         for ctr in pod["spec"]["containers"]:
-            views[(name, ctr["name"])] = devices_seen(read_env(cluster.kube, namespace, name, ctr["name"]))
+            env = read_env(cluster.kube, namespace, name, ctr["name"])
+            assert claim_uids(env) <= own, f"{name}/{ctr['name']} was prepared from claims {claim_uids(env) - own}, not its own {own}"
+            views[(name, ctr["name"])] = devices_seen(env)
     return views
 
 

@@ -58,6 +58,11 @@ def devices_seen(env: dict[str, str]) -> set[str]:
     return seen
 
 
+def claim_uids(env: dict[str, str]) -> set[str]:
+    """Claim UIDs the driver stamped into the container (``GPU_DEVICE_*_RESOURCE_CLAIM``, example driver v0.4+)."""
+    return {v for k, v in env.items() if k.endswith("_RESOURCE_CLAIM")}
+
+
 def settings(env: dict[str, str], device: str) -> dict[str, str]:
     """The per-device settings (``SHARING_STRATEGY``, ``TIMESLICE_INTERVAL``...) of one device."""
     prefix = f"GPU_DEVICE_{device[4:].upper().replace('-', '_')}_"

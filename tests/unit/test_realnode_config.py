@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from dra_harness.driver_manifests import ManifestError, render_driver_manifests
-from dra_harness.incontainer import devices_seen, gpu_env, mismatch, settings
+from dra_harness.incontainer import (
+    claim_uids,
+    devices_seen,
+    gpu_env,
+    mismatch,
+    settings,
+)
 from dra_harness.local.oci import File, Image, write_layout
 from dra_harness.local.realnode import RealNode
 
@@ -102,6 +108,7 @@ LOG = """GPU_DEVICE_3=gpu-3
 GPU_DEVICE_3_SHARING_STRATEGY=TimeSlicing
 GPU_DEVICE_3_TIMESLICE_INTERVAL=Long
 GPU_DEVICE_5=gpu-5
+GPU_DEVICE_GPU_3_RESOURCE_CLAIM=8d1b271e
 probe-done
 """
 
@@ -111,6 +118,7 @@ def test_the_container_view_is_read_from_the_probe_log():
     assert devices_seen(env) == {"gpu-3", "gpu-5"}
     assert settings(env, "gpu-3") == {"SHARING_STRATEGY": "TimeSlicing", "TIMESLICE_INTERVAL": "Long"}
     assert mismatch({"gpu-3", "gpu-5"}, {"gpu-3", "gpu-5"}) is None
+    assert claim_uids(env) == {"8d1b271e"}
 
 
 def test_a_container_seeing_another_device_is_caught():
