@@ -259,15 +259,17 @@ def bench_build(k8s_version: str) -> None:
 @click.option("--allow-disruptive", is_flag=True, help="Let disruptive tests touch labelled nodes of an existing cluster.")
 @click.option("--dry-run", is_flag=True, help="Disruptive tests list what they would touch and touch nothing.")
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+@click.option("--design-file", type=click.Path(dir_okay=False), help="YAML design record to compare with the run (see fixtures/designs/).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
-        allow_disruptive, dry_run, report_dir, pytest_args) -> None:
+        allow_disruptive, dry_run, report_dir, design_file, pytest_args) -> None:
     """Run every suite against a cluster and write the sign-off report (the main job)."""
     from .runner import RunOptions, run_suites
 
     options = RunOptions(
         provider=provider, kubeconfig=kubeconfig, context=context, k8s_version=k8s_version, nodes=nodes,
         gpus_per_node=gpus_per_node, expected_hardware=expected_hardware, driver=driver, report_dir=report_dir,
+        design_file=design_file,
         pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
     )
     sys.exit(run_suites(options, err))
@@ -285,6 +287,11 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
     code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
     sys.exit(code)
 
+
+from .report_cli import diff, report  # noqa: E402 - the report commands live in their own module
+
+main.add_command(report)
+main.add_command(diff)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
