@@ -69,6 +69,21 @@ def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Con
         return fingerprint.collect(kube, sources, sys.argv, options.provider, driver_build=build, extra=extra)
 
 
+def _pytest(args: list[str], cwd: Path) -> int:
+    """Run the suites; on an interrupt, let pytest clean up its run (SIGINT) before giving up on it."""
+    proc = subprocess.Popen(args, cwd=cwd)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)  # a terminal's Ctrl-C has sent it already; SIGTERM to us has not
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
 def run_suites(options: RunOptions, console: Console) -> int:
     root = builder.repo_root()
     design = load_design(options.design_file) if options.design_file else None  # bad file: one line, nothing started
@@ -111,7 +126,7 @@ def run_suites(options: RunOptions, console: Console) -> int:
                 args.append(f"--context={options.context}")
         write_json(report_dir / "fingerprint.json", _fingerprint(options, cluster, console))
         write_report(report_dir)
-        code = subprocess.call(args + options.pytest_args, cwd=root)
+        code = _pytest(args + options.pytest_args, root)
     except KeyboardInterrupt:
         code = 130
         raise

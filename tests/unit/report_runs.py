@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from functools import cache
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -86,7 +87,7 @@ def make_run(
     if contention_scale is not None:
         out = run_dir / "contention"
         out.mkdir(exist_ok=True)
-        png = durations([{"concern": "contention", "seconds": 1.0}])
+        png = _png()
         for src in sorted((DATA / "contention").glob("*.json")):
             data = json.loads(src.read_text())
             for t in data["tiers"]:
@@ -98,6 +99,11 @@ def make_run(
             for plot in data["plots"].values():
                 (out / plot).write_bytes(png)
     return run_dir
+
+
+@cache
+def _png() -> bytes:
+    return durations([{"concern": "contention", "seconds": 1.0}]) or b""
 
 
 def copy_contention_fixture(run_dir: Path) -> None:

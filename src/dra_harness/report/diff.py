@@ -11,6 +11,7 @@ its tolerable wait, or lost jobs. Everything else is reported as a change.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds()) -> Diff:
     if not cand.get("complete"):
         d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
     _outcomes(base, cand, d)
+    _behaviour(base, cand, d)
     _contention(base, cand, d)
     _measurements(base, cand, t, d)
     return d
@@ -99,6 +101,11 @@ def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:
             d.changes.append(f"feature gate {g}: on in candidate only")
         for g in sorted(bg - cg):
             d.changes.append(f"feature gate {g}: on in base only")
+        bs = ((base.get("fingerprint") or {}).get("feature_gates") or {}).get("stages") or {}
+        cs = ((cand.get("fingerprint") or {}).get("feature_gates") or {}).get("stages") or {}
+        for g in sorted(set(bs) & set(cs)):
+            if bs[g] != cs[g]:
+                d.changes.append(f"feature gate {g}: {bs[g]} -> {cs[g]}")
     for key, what in (("versions", "resource.k8s.io served versions"), ("device_taint_rules", "DeviceTaintRule served in")):
         b, c = _api(base, key), _api(cand, key)
         if b is not None and c is not None and sorted(b) != sorted(c):
@@ -129,6 +136,26 @@ def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
         else:
             why = c[nodeid].get("message") or b[nodeid].get("message") or ""
             d.changes.append(f"behaviour changed: {nodeid}: {bo} -> {co}" + (f" ({why.splitlines()[0][:160]})" if why else ""))
+
+
+#: Evidence that states how Kubernetes behaved, compared as text between runs.
+_BEHAVIOUR_KEYS = ("scheduler_message", "condition", "event", "while_driver_down")
+
+
+def _behaviour(base: Obj, cand: Obj, d: Diff) -> None:
+    def facts(s: Obj) -> dict[tuple[str, str], str]:
+        out = {}
+        for r in s.get("results", []):
+            for rec in r.get("evidence", []):
+                for k in _BEHAVIOUR_KEYS:
+                    if k in rec:
+                        out[(r["nodeid"], k)] = json.dumps(rec[k], sort_keys=True, default=str)
+        return out
+
+    b, c = facts(base), facts(cand)
+    for key in sorted(set(b) & set(c)):
+        if b[key] != c[key]:
+            d.changes.append(f"behaviour changed: {key[0]} {key[1]}: {b[key][:200]} -> {c[key][:200]}")
 
 
 def _runs(s: Obj) -> dict[tuple[str, str], Obj]:
