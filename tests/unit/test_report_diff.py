@@ -5,9 +5,9 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from dra_harness.cli import main
-from dra_harness.report.diff import Thresholds, compare, load
+from dra_harness.report.diff import Thresholds, compare, load, normalise
 from dra_harness.report.summary import build_summary
-from tests.unit.report_runs import DEFAULT_TESTS, make_run
+from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
 
 def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None):
@@ -98,3 +98,33 @@ def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):
     run = make_run(tmp_path / "run")
     assert not (run / "summary.json").exists()
     assert load(run)["verdict"] == "PASS"
+
+
+# Summaries recorded from real runs on the embedded cluster (4 nodes x 8 devices), every suite:
+#   ./harness run --k8s-version 1.36.3 --report-dir ...   and the same with 1.37.2.
+RECORDED = DATA / "recorded"
+
+
+def test_the_recorded_upgrade_from_1_36_3_to_1_37_2_shows_its_real_differences_and_passes():
+    d = compare(load(RECORDED / "summary-1.36.3.json"), load(RECORDED / "summary-1.37.2.json"))
+    assert not d.failed, d.regressions
+    assert "Kubernetes v1.36.3 -> v1.37.2" in d.changes
+    assert "feature gate DRADeviceTaintRules: BETA -> GA" in d.changes
+    assert "feature gate DRADerivedAttributes: on in candidate only" in d.changes
+    assert "DeviceTaintRule served in: v1alpha3, v1beta2 -> v1, v1alpha3, v1beta2" in d.changes
+    # 1.36's scheduler said "still not schedulable"; 1.37's does not. Generated names and times do not count.
+    behaviour = [c for c in d.changes if c.startswith("behaviour changed")]
+    assert behaviour and all("still not schedulable" in c or "no new claims to deallocate" in c for c in behaviour)
+
+
+def test_the_recorded_upgrade_fails_the_gate_once_the_thresholds_are_tight():
+    d = compare(load(RECORDED / "summary-1.36.3.json"), load(RECORDED / "summary-1.37.2.json"),
+                Thresholds(max_slowdown=0.2, min_delta_s=0.2))
+    assert d.failed and all(r.startswith("timing ") for r in d.regressions)
+    assert any("devices_free_after_s" in r for r in d.regressions)
+
+
+def test_generated_names_and_times_are_not_behaviour():
+    assert normalise('claim "gpu-x5pdq" at 2026-11-29T20:15:03Z, class no-such-class-20475') == \
+        'claim "gpu-<id>" at <time>, class no-such-class-<id>'
+    assert normalise("gpu-node-0 cannot allocate all claims") == "gpu-node-0 cannot allocate all claims"

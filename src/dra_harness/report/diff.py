@@ -12,6 +12,7 @@ its tolerable wait, or lost jobs. Everything else is reported as a change.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,16 @@ def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
 _BEHAVIOUR_KEYS = ("scheduler_message", "condition", "event", "while_driver_down")
 
 
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+#: Generated names differ in every run: Kubernetes' generateName suffix (no vowels) and our hex suffixes.
+_GENERATED = re.compile(r"-(?:[bcdfghjklmnpqrstvwxz2456789]{5}|[0-9a-f]{5})\b")
+
+
+def normalise(text: str) -> str:
+    """Evidence text with what differs in every run (times, generated names) blanked."""
+    return _GENERATED.sub("-<id>", _TIME.sub("<time>", text))
+
+
 def _behaviour(base: Obj, cand: Obj, d: Diff) -> None:
     def facts(s: Obj) -> dict[tuple[str, str], str]:
         out = {}
@@ -149,7 +160,7 @@ def _behaviour(base: Obj, cand: Obj, d: Diff) -> None:
             for rec in r.get("evidence", []):
                 for k in _BEHAVIOUR_KEYS:
                     if k in rec:
-                        out[(r["nodeid"], k)] = json.dumps(rec[k], sort_keys=True, default=str)
+                        out[(r["nodeid"], k)] = normalise(json.dumps(rec[k], sort_keys=True, default=str))
         return out
 
     b, c = facts(base), facts(cand)
