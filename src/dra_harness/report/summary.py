@@ -29,6 +29,7 @@ def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj
     from .fingerprint import redacted_command
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous(run_dir)
     write_json(run_dir / "run.json", {
         "run_id": run_id, "command": redacted_command(command), "started": time.time(),
         "finished": None, "complete": False, "exit_code": None,
@@ -36,6 +37,21 @@ def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj
     if design_record is not None:
         write_json(run_dir / "design.json", design_record)
     return write_report(run_dir)
+
+
+#: What a run writes; a reused --report-dir loses only these, so no earlier run's result leaks into this one.
+RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
+             "signoff.md", "signoff.html")
+RUN_DIRS = ("allure-results", "failures", "contention")
+
+
+def _clear_previous(run_dir: Path) -> None:
+    import shutil
+
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
 def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
