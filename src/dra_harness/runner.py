@@ -25,6 +25,7 @@ from .components import build as builder
 from .components import catalog
 from .kube.client import connect
 from .local.cluster import ClusterSpec, LocalCluster
+from .pytest_plugin import _lock_path
 from .report import fingerprint
 from .report.design import load_design
 from .report.files import write_json
@@ -132,6 +133,8 @@ def run_suites(options: RunOptions, console: Console) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        for kind in ("cluster", "devices"):  # left by a pytest that had to be killed
+            _lock_path(run_id, kind).unlink(missing_ok=True)
         if cluster is not None:
             cluster.down()
         path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
