@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -186,3 +187,4 @@ def test_an_interrupted_run_leaves_a_report_marked_incomplete(binaries, tmp_path
     assert "Verdict: INCOMPLETE" in (out / "signoff.html").read_text()
     assert log.read_text().strip().splitlines()[-1] == str(out / "signoff.html")
     assert not LocalCluster(f"run-{summary['run_id']}").exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"dra-harness-{summary['run_id']}*"))
