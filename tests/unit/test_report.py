@@ -156,3 +156,12 @@ def test_a_reused_report_dir_keeps_nothing_of_the_previous_run(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["run_id"] == "second" and summary["results"] == [] and summary["verdict"] == "INCOMPLETE"
     assert not (run / "contention").exists() and (run / "notes.txt").read_text() == "mine"
+
+
+def test_a_direct_pytest_run_renders_from_its_junit_and_evidence(tmp_path):
+    run = make_run(tmp_path / "run", contention_scale=None)
+    (run / "run.json").unlink()
+    (run / "fingerprint.json").unlink()
+    summary = build_summary(run)
+    assert summary["verdict"] == "PASS" and summary["fingerprint"] == {"error": "no fingerprint recorded"}
+    assert "Verdict: PASS" in write_report(run).read_text()

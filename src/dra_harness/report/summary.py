@@ -65,7 +65,9 @@ def _run_meta(run_dir: Path) -> Obj:
     try:
         return read_json(run_dir / "run.json")
     except (OSError, ValueError):
-        return {"run_id": run_dir.name, "command": [], "started": None, "finished": None, "complete": False, "exit_code": None}
+        # Not written by `dra-harness run` (pytest directly): pytest writes junit.xml when the session ends.
+        return {"run_id": run_dir.name, "command": [], "started": None, "finished": None,
+                "complete": (run_dir / "junit.xml").is_file(), "exit_code": None}
 
 
 def _optional(path: Path) -> Obj | None:
