@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -17,7 +18,7 @@ from dra_harness.report.fingerprint import feature_gates, parse_feature_metrics
 from dra_harness.report.summary import RunDirError, build_summary
 from tests.unit.report_runs import make_run
 
-EXAMPLE_DESIGN = "fixtures/designs/example.yaml"
+EXAMPLE_DESIGN = Path(__file__).resolve().parents[2] / "fixtures/designs/example.yaml"
 
 
 def test_the_html_report_is_one_self_contained_file_with_embedded_plots(tmp_path):
