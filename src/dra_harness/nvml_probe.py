@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .kube import rest
 from .kube.builders import meta
-from .kube.pods import allocated_devices
+from .kube.pods import allocated_devices, scheduling_message
+from .kube.waits import wait_for_object
 from .profiles import DriverProfile
 
 Obj = dict[str, Any]
@@ -200,3 +202,35 @@ def compare(report: ProbeReport, allocated: list[AllocatedGpu]) -> list[str]:
         if g and a.pci_bus_id and g.pci_bus_id and a.pci_bus_id != g.pci_bus_id:
             problems.append(f"{a.uuid}: slice says PCI {a.pci_bus_id}, NVML says {g.pci_bus_id}")
     return problems
+
+
+# -- running it ----------------------------------------------------------------------------
+def _finished(p: Obj) -> bool:
+    return p.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def output_of(kube, namespace: str, name: str) -> str:
+    """The probe's log, or its termination message when the log is gone (e.g. rotated)."""
+    try:
+        log = kube.raw(f"/api/v1/namespaces/{namespace}/pods/{name}/log?container=probe", timeout=30)
+    except Exception:  # noqa: BLE001 - any failure to read logs falls back to the termination message
+        log = ""
+    if MARKER in log:
+        return log
+    pod_obj = kube.get(rest.PODS, name, namespace)
+    for status in pod_obj.get("status", {}).get("containerStatuses") or []:
+        message = (status.get("state", {}).get("terminated") or {}).get("message")
+        if message:
+            return message
+    return log
+
+
+def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeReport, Obj]:
+    """Create the probe pod, wait until it has finished (image pull included), return its report and final pod."""
+    name = body["metadata"]["name"]
+    kube.create(rest.PODS, body, namespace)
+    finished = wait_for_object(
+        kube, rest.PODS, name, _finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
+        why=lambda p: f"last state: {scheduling_message(p)}",
+    )
+    return parse(output_of(kube, namespace, name)), finished
