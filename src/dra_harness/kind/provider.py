@@ -92,14 +92,11 @@ def check_helm() -> None:
         raise KindError("--install helm needs helm on PATH (https://helm.sh/docs/intro/install/); or use --install manifests")
 
 
-def check_prerequisites(install: str = "auto") -> None:
-    """One line for the first thing missing, checked before anything is created."""
-    check_docker()
-    check_kind()
-    if install == "helm":
-        check_helm()
-    if install == "manifests" and not MANIFESTS.exists():
-        raise KindError(f"--install manifests needs {MANIFESTS.relative_to(kind_config.KIND_DIR.parent)}, which is missing")
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(kind_config.KIND_DIR.parent))
+    except ValueError:
+        return str(path)
 
 
 def install_method(install: str) -> str:
@@ -107,6 +104,18 @@ def install_method(install: str) -> str:
     if install != "auto":
         return install
     return "helm" if shutil.which("helm") else "manifests"
+
+
+def check_prerequisites(install: str = "auto") -> None:
+    """One line for the first thing missing, checked before anything is created."""
+    check_docker()
+    check_kind()
+    method = install_method(install)
+    if method == "helm":
+        check_helm()
+    elif not MANIFESTS.exists():
+        how = "--install manifests needs" if install == "manifests" else "no helm on PATH, and the driver manifests"
+        raise KindError(f"{how} {_shown(MANIFESTS)}, which is missing; install helm or restore the file")
 
 
 # -- the cluster -----------------------------------------------------------------------
@@ -189,7 +198,7 @@ def _image_present(image: str) -> bool:
 
 def build_driver_image(image: str = LOCAL_DRIVER_IMAGE) -> None:
     """A scratch image holding our Go-built, static kubelet plugin (what the chart runs)."""
-    built = builder.build_all([catalog.EXAMPLE_DRIVER], quiet=True)[catalog.EXAMPLE_DRIVER.name]
+    built = builder.build_all([catalog.EXAMPLE_DRIVER])[catalog.EXAMPLE_DRIVER.dirname]
     binary = built.binary("dra-example-kubeletplugin")
     with tempfile.TemporaryDirectory(prefix="dra-harness-image-") as ctx:
         shutil.copy2(binary, Path(ctx) / "dra-example-kubeletplugin")
@@ -254,10 +263,11 @@ def install_with_helm(kubeconfig: Path, spec: KindSpec) -> None:
     _run(helm_command(kubeconfig, spec), "helm install of the example driver", timeout=420)
 
 
-def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path = MANIFESTS) -> list[dict]:
+def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path | None = None) -> list[dict]:
     """Our driver manifests with ``${DRIVER_IMAGE}`` and ``${KUBELET_ROOT}`` filled in."""
+    path = path or MANIFESTS
     if not path.exists():
-        raise KindError(f"driver manifests {path} are missing; install helm or restore the file")
+        raise KindError(f"driver manifests {_shown(path)} are missing; install helm or restore the file")
     text = string.Template(path.read_text()).safe_substitute(DRIVER_IMAGE=image, KUBELET_ROOT=kubelet_root)
     left = sorted(set(re.findall(r"\$\{(\w+)\}", text)))
     if left:
