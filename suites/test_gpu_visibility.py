@@ -90,6 +90,32 @@ def test_pods_sharing_a_claim_see_the_same_gpu(cluster, probe, namespace, eviden
     evidence.record(visible=sorted(seen["share-a"]))
 
 
+def _gpu_sharing_strategies() -> list[str]:
+    from dra_harness.profiles import by_name
+
+    return [k for k, v in by_name("nvidia").sharing_configs.items() if v["kind"] == "GpuConfig"]
+
+
+@pytest.mark.parametrize("strategy", _gpu_sharing_strategies())
+def test_pods_sharing_a_configured_claim_see_the_same_gpu(cluster, probe, namespace, evidence, strategy):
+    """The profile's opaque config per strategy (the driver needs its TimeSlicingSettings / MPSSupport gates)."""
+    config = cluster.profile.sharing_configs[strategy]
+    cluster.claim(namespace, "shared", config=[{"opaque": {"driver": cluster.driver, "parameters": config}}])
+    reports = {}
+    for name in ("cfg-a", "cfg-b"):
+        report, held, _ = probe.run(name, gpu={"claim": "shared"})
+        problems = probe.problems(report, held)
+        assert not problems, f"{name}: " + "\n".join(problems)
+        reports[name] = report
+    a, b = reports["cfg-a"], reports["cfg-b"]
+    assert a.units == b.units, f"{strategy}: one claim, different GPUs: {a.units} vs {b.units}"
+    if strategy == "MPS":
+        # The driver points MPS clients at its control daemon's pipe directory.
+        pipes = {r.raw["env"].get("CUDA_MPS_PIPE_DIRECTORY") for r in reports.values()}
+        assert None not in pipes, f"MPS claim, but no CUDA_MPS_PIPE_DIRECTORY in the containers: {pipes}"
+    evidence.record(strategy=strategy, visible=sorted(a.units), compute_mode=[g.compute_mode for g in a.gpus])
+
+
 def test_a_pod_without_a_claim_sees_no_gpu(cluster, probe, namespace, evidence):
     """Isolation's control: a pod that asked for nothing must not reach any GPU through NVML."""
     report, _, pod = probe.run("no-claim")

@@ -20,7 +20,8 @@ from typing import Any
 
 from .kube import rest
 from .kube.builders import meta
-from .kube.pods import allocated_devices, scheduling_message
+from .kube.pods import _why as pod_why
+from .kube.pods import allocated_devices
 from .kube.waits import wait_for_object
 from .profiles import DriverProfile
 
@@ -231,6 +232,6 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
     kube.create(rest.PODS, body, namespace)
     finished = wait_for_object(
         kube, rest.PODS, name, _finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
-        why=lambda p: f"last state: {scheduling_message(p)}",
+        why=pod_why(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
     )
     return parse(output_of(kube, namespace, name)), finished

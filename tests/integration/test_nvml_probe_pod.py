@@ -27,3 +27,18 @@ def test_the_probe_pod_is_accepted_scheduled_and_its_device_uuid_found(cluster, 
     assert nvml_probe.compare(report, gpus) == []
     other = nvml_probe.parse('{"format": "%s", "devices": [{"uuid": "gpu-other"}]}' % nvml_probe.FORMAT)
     assert len(nvml_probe.compare(other, gpus)) == 2
+
+
+def test_a_finished_probe_without_output_is_one_line_not_a_hang(cluster, namespace):
+    """KWOK completes the pod but serves no logs and writes no termination message: the run says so."""
+    import pytest
+
+    from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
+
+    kube = cluster.kube
+    kube.create(rest.CONFIG_MAPS, nvml_probe.configmap("nvml-probe", cluster.run_id), namespace)
+    body = nvml_probe.pod("probe", cluster.run_id, "python:3-slim", "nvml-probe")
+    body["metadata"]["annotations"] = {RUN_DURATION_ANNOTATION: "1s"}
+    with pytest.raises(nvml_probe.ProbeOutputError, match=r"^no NVML probe report in the pod's output \(last line: 'empty output'\)$"):
+        nvml_probe.run(kube, namespace, body, timeout=60)
+    assert kube.get(rest.PODS, "probe", namespace)["status"]["phase"] == "Succeeded"
