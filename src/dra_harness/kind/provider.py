@@ -50,7 +50,8 @@ class KindError(ValueError):
     """A prerequisite is missing or a kind step failed; the message is one line."""
 
 
-def _first_line(text: str) -> str:
+def _key_line(text: str) -> str:
+    """The line of a tool's output that says what went wrong."""
     lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
     # Docker and kind put the useful part last ("ERROR: ..."), after progress lines.
     errors = [ln for ln in lines if re.match(r"(?i)^(error|fatal|failed)", ln)]
@@ -65,7 +66,7 @@ def _run(argv: list[str], what: str, timeout: float = 600, stdin: bytes | None =
     except OSError as e:
         raise KindError(f"{what}: cannot run {argv[0]}: {e.strerror}") from e
     if proc.returncode != 0:
-        raise KindError(f"{what} failed: {_first_line(proc.stderr.decode(errors='replace') or proc.stdout.decode(errors='replace'))}")
+        raise KindError(f"{what} failed: {_key_line(proc.stderr.decode(errors='replace') or proc.stdout.decode(errors='replace'))}")
     return proc.stdout.decode(errors="replace")
 
 
@@ -79,7 +80,7 @@ def check_docker() -> None:
     except subprocess.TimeoutExpired as e:
         raise KindError("the kind provider needs a running Docker engine: `docker info` did not answer in 30s") from e
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise KindError(f"the kind provider needs a running Docker engine: `docker info` says: {_first_line(proc.stderr or proc.stdout)}")
+        raise KindError(f"the kind provider needs a running Docker engine: `docker info` says: {_key_line(proc.stderr or proc.stdout)}")
 
 
 def check_kind() -> None:
@@ -232,7 +233,7 @@ def load_driver_image(name: str, image: str) -> None:
 def _run_bytes(argv: list[str], what: str) -> bytes:
     proc = subprocess.run(argv, capture_output=True, timeout=600)
     if proc.returncode != 0:
-        raise KindError(f"{what} failed: {_first_line(proc.stderr.decode(errors='replace'))}")
+        raise KindError(f"{what} failed: {_key_line(proc.stderr.decode(errors='replace'))}")
     return proc.stdout
 
 
