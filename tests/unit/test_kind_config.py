@@ -101,7 +101,7 @@ def test_manifests_get_the_image_and_kubelet_root(tmp_path):
 
 def test_an_unknown_placeholder_is_one_line(tmp_path):
     template = tmp_path / "driver.yaml"
-    template.write_text("image: ${DRIVER_IMAGE}\nx: ${NODE_COUNT}\n")
+    template.write_text("image: ${DRIVER_IMAGE}\ncdi: ${CDI_ROOT}\nx: ${NODE_COUNT}\n")
     with pytest.raises(provider.KindError, match=r"^driver.yaml: placeholders left unfilled: NODE_COUNT$"):
         provider.render_manifests("img:v1", "/var/lib/kubelet", template)
 
@@ -109,11 +109,21 @@ def test_an_unknown_placeholder_is_one_line(tmp_path):
 def test_the_kept_manifests_render_for_kind():
     if not provider.MANIFESTS.exists():
         pytest.skip(f"{provider.MANIFESTS} is not in this checkout (it comes with the real-kubelet work, issue #7)")
-    docs = provider.render_manifests(provider.LOCAL_DRIVER_IMAGE)
-    kinds = {d["kind"] for d in docs}
-    assert "DaemonSet" in kinds
+    docs = provider.with_device_count(provider.render_manifests(provider.LOCAL_DRIVER_IMAGE), 3)
+    daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert daemonsets
     text = yaml.safe_dump_all(docs)
-    assert provider.LOCAL_DRIVER_IMAGE in text and "/var/lib/kubelet" in text and "${" not in text
+    assert provider.LOCAL_DRIVER_IMAGE in text and "/var/lib/kubelet/plugins" in text and "${" not in text
+    for container in daemonsets[0]["spec"]["template"]["spec"]["containers"]:
+        assert {"name": "NUM_DEVICES", "value": "3"} in container["env"]
+
+
+def test_the_device_count_replaces_or_adds_the_env_entry():
+    ds = {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": [
+        {"name": "a", "env": [{"name": "NUM_DEVICES", "value": "8"}]}, {"name": "b"}]}}}}
+    provider.with_device_count([ds, {"kind": "Namespace"}], 2)
+    envs = [c["env"] for c in ds["spec"]["template"]["spec"]["containers"]]
+    assert envs == [[{"name": "NUM_DEVICES", "value": "2"}], [{"name": "NUM_DEVICES", "value": "2"}]]
 
 
 def test_the_helm_install_sets_image_and_device_count(tmp_path):

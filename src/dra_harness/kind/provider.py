@@ -44,6 +44,7 @@ LOCAL_DRIVER_IMAGE = f"dra-harness.local/dra-example-driver:v{catalog.EXAMPLE_DR
 DEFAULT_CHART = "oci://registry.k8s.io/dra-example-driver/charts/dra-example-driver"
 MANIFESTS = kind_config.KIND_DIR / "manifests" / "dra-example-driver.yaml"
 KUBELET_ROOT = "/var/lib/kubelet"  # kind nodes run kubelet with its default root
+CDI_ROOT = "/var/run/cdi"  # one of containerd's default cdi_spec_dirs in kind nodes
 
 
 class KindError(ValueError):
@@ -175,9 +176,9 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
     if method == "helm":
         install_with_helm(kubeconfig, spec)
     else:
-        install_with_manifests(kubeconfig, spec.driver_image)
+        install_with_manifests(kubeconfig, spec.driver_image, spec.gpus_per_node)
     say("waiting for every worker's ResourceSlices")
-    wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node if method == "helm" else None, deadline)
+    wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
     return kubeconfig
 
 
@@ -264,12 +265,12 @@ def install_with_helm(kubeconfig: Path, spec: KindSpec) -> None:
     _run(helm_command(kubeconfig, spec), "helm install of the example driver", timeout=420)
 
 
-def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path | None = None) -> list[dict]:
-    """Our driver manifests with ``${DRIVER_IMAGE}`` and ``${KUBELET_ROOT}`` filled in."""
+def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path | None = None, cdi_root: str = CDI_ROOT) -> list[dict]:
+    """Our driver manifests with ``${DRIVER_IMAGE}``, ``${KUBELET_ROOT}`` and ``${CDI_ROOT}`` filled in."""
     path = path or MANIFESTS
     if not path.exists():
         raise KindError(f"driver manifests {_shown(path)} are missing; install helm or restore the file")
-    text = string.Template(path.read_text()).safe_substitute(DRIVER_IMAGE=image, KUBELET_ROOT=kubelet_root)
+    text = string.Template(path.read_text()).safe_substitute(DRIVER_IMAGE=image, KUBELET_ROOT=kubelet_root, CDI_ROOT=cdi_root)
     left = sorted(set(re.findall(r"\$\{(\w+)\}", text)))
     if left:
         raise KindError(f"{path.name}: placeholders left unfilled: {', '.join(left)}")
@@ -279,8 +280,36 @@ def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path | 
         raise KindError(f"{path.name} is not valid YAML after substitution ({e.__class__.__name__})") from e
 
 
-def install_with_manifests(kubeconfig: Path, image: str) -> list[str]:
-    return applier.apply_all(connect(kubeconfig), render_manifests(image))
+DEVICE_CLASS = {
+    # What the driver's chart installs; our manifests leave it to the cluster's creator.
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER_NAME},
+    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]},
+}
+
+
+def with_device_count(docs: list[dict], count: int) -> list[dict]:
+    """Set the plugin's ``NUM_DEVICES`` (the chart's ``kubeletPlugin.numDevices``) in every DaemonSet container."""
+    for doc in docs:
+        if doc.get("kind") != "DaemonSet":
+            continue
+        for container in doc["spec"]["template"]["spec"].get("containers", []):
+            env = container.setdefault("env", [])
+            entry = next((e for e in env if e.get("name") == "NUM_DEVICES"), None)
+            if entry is None:
+                env.append({"name": "NUM_DEVICES", "value": str(count)})
+            else:
+                entry.pop("valueFrom", None)
+                entry["value"] = str(count)
+    return docs
+
+
+def install_with_manifests(kubeconfig: Path, image: str, gpus_per_node: int | None = None) -> list[str]:
+    docs = render_manifests(image)
+    if gpus_per_node is not None:
+        with_device_count(docs, gpus_per_node)
+    if not any(d.get("kind") == "DeviceClass" and d["metadata"]["name"] == DRIVER_NAME for d in docs):
+        docs.append(DEVICE_CLASS)
+    return applier.apply_all(connect(kubeconfig), docs)
 
 
 def slice_counts(slices: list[dict]) -> dict[str, int]:
