@@ -23,6 +23,8 @@ from ..local import gates
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
 API_VERSION = "kind.x-k8s.io/v1alpha4"
+#: The kind release whose own config loader the tests run over these files (newest on the Go proxy, Nov 2026).
+KIND_VERSION = "0.33.0"
 DEFAULT_WORKERS = 2
 HEADER = (
     "# Rendered from src/dra_harness/local/gates.json by `dra-harness components gates`; do not edit.\n"
