@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,7 +85,8 @@ def test_up_creates_loads_installs_and_waits_then_down_deletes(stand_ins, cluste
         # From here on it is the existing-cluster path, on a real API server.
         handle = open_existing(str(kubeconfig), None, cluster.run_id, None, None)
         assert handle.profile.name == "example" and sum(handle.expected.nodes.values()) >= 16
-        # A second up reuses the cluster (no second create).
+        # A second up reuses the cluster (no second create); a finished up is marked ready.
+        assert provider.is_ready(name)
         provider.up(spec)
         assert sum("kind create cluster" in c for c in (rec / "calls").read_text().splitlines()) == 1
     finally:
@@ -140,3 +142,20 @@ def test_the_manifest_install_applies_the_substituted_objects(cluster, monkeypat
         assert data == {"image": "example.com/driver:v1", "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi"}
     finally:
         cluster.kube.delete(rest.NAMESPACES, ns)
+
+
+def test_the_suites_run_through_cluster_kind_and_the_runs_cluster_is_deleted(stand_ins, cluster):
+    """The pytest plugin end to end: --cluster=kind creates the run's cluster, suites pass, the cluster goes."""
+    run_id = f"kindflow{cluster.run_id[:8]}"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/test_inventory.py", "--cluster=kind", f"--run-id={run_id}",
+         "--nodes=4", "--gpus-per-node=8", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert re.search(r"\b\d+ passed\b", out.stdout.splitlines()[-1]), out.stdout[-500:]
+    calls = (stand_ins / "calls").read_text().splitlines()
+    name = f"dra-run-{run_id}"
+    assert sum(c.startswith(f"kind create cluster --name {name} ") for c in calls) == 1
+    assert calls[-1] == f"kind delete cluster --name {name}"
+    assert not provider.state_dir(name).exists()

@@ -179,7 +179,13 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
         install_with_manifests(kubeconfig, spec.driver_image, spec.gpus_per_node)
     say("waiting for every worker's ResourceSlices")
     wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
+    (state_dir(spec.name) / "ready").touch()
     return kubeconfig
+
+
+def is_ready(name: str) -> bool:
+    """A cluster that ``up`` finished (driver publishing), and that kind still has."""
+    return (state_dir(name) / "ready").exists() and kubeconfig_path(name).exists() and name in clusters()
 
 
 def down(name: str) -> bool:

@@ -9,6 +9,7 @@ kubeconfig goes through the same code path as ``--cluster=existing``.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 
 import pytest
@@ -48,11 +49,15 @@ def spec(config: pytest.Config, run_id: str) -> provider.KindSpec:
 
 
 def open_kind(config: pytest.Config, run_id: str) -> ClusterHandle:
+    """Bring the cluster up once; later callers (xdist workers, a cluster made by ``cluster up``) reuse it."""
     started = time.monotonic()
-    kubeconfig = provider.up(spec(config, run_id))
+    name = cluster_name(config, run_id)
+    kubeconfig = provider.kubeconfig_path(name)
+    if not provider.is_ready(name):
+        kubeconfig = provider.up(spec(config, run_id))
     handle = open_existing(str(kubeconfig), None, run_id, config.getoption("--expected-hardware"), config.getoption("--driver"))
     handle = dataclasses.replace(handle, provider="kind")
-    handle.notes.append(f"kind cluster {cluster_name(config, run_id)} ready in {time.monotonic() - started:.0f}s")
+    handle.notes.append(f"kind cluster {name} ready in {time.monotonic() - started:.0f}s")
     return handle
 
 
@@ -66,6 +71,4 @@ def finish(config: pytest.Config, run_id: str) -> None:
         try:
             provider.down(cluster_name(config, run_id))
         except provider.KindError as e:
-            import sys
-
             sys.stderr.write(f"dra-harness: could not delete kind cluster {cluster_name(config, run_id)}: {e}\n")
