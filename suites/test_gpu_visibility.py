@@ -39,8 +39,8 @@ class Probe:
 
 
 @pytest.fixture
-def probe(request, cluster, namespace) -> Probe:
-    """The hook: skips unless the driver is checked through NVML and a probe image is given."""
+def probe(request, cluster) -> Probe:
+    """The hook: skips unless the driver is checked through NVML and a probe image is given (before any namespace exists)."""
     if cluster.profile.container_view != "nvml":
         pytest.skip(f"the {cluster.profile.name} profile's containers are not checked with NVML (real NVIDIA GPUs only)")
     image = request.config.getoption("--probe-image")
@@ -48,6 +48,7 @@ def probe(request, cluster, namespace) -> Probe:
         pytest.skip("pass --probe-image (an image with python3 and nvidia-ml-py) to check what containers see")
     if not cluster.runs_containers():
         pytest.skip("containers do not run on simulated (KWOK) nodes")
+    namespace = request.getfixturevalue("namespace")
     cluster.kube.create(rest.CONFIG_MAPS, nvml_probe.configmap(SCRIPT_CONFIGMAP, cluster.run_id), namespace)
     return Probe(cluster, namespace, image)
 
