@@ -119,6 +119,10 @@ def run_suites(options: RunOptions, console: Console) -> int:
                 state = cluster.up(spec, say=lambda s: status.update(s))
             console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{options.k8s_version})")
             args += ["--cluster=local", f"--k8s-version={options.k8s_version}"]
+        elif options.provider == "kind":
+            # The plugin creates the run's kind cluster and deletes it at the end.
+            args += ["--cluster=kind", f"--k8s-version={options.k8s_version}", f"--nodes={options.nodes}",
+                     f"--gpus-per-node={options.gpus_per_node}"]
         else:
             args += ["--cluster=existing"]
             if options.kubeconfig:
