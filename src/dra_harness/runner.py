@@ -21,9 +21,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import __version__
 from .components import build as builder
 from .components import catalog
-from .kube.client import connect
+from .kube.client import KubeconfigError, connect
 from .local.cluster import ClusterSpec, LocalCluster
 from .pytest_plugin import _lock_path
 from .report import fingerprint
@@ -56,13 +57,22 @@ def _terminated(signum, frame) -> None:
 
 
 def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Console) -> dict:
+    if options.provider == "kind":
+        # The plugin creates the run's kind cluster inside the test session and deletes it at its end.
+        why = "the run's kind cluster exists only inside the test session"
+        return {"provider": "kind", "harness_version": __version__, "command": fingerprint.redacted_command(sys.argv),
+                "requested_k8s_version": options.k8s_version, "kubernetes": {"error": why},
+                "feature_gates": {"status": "unknown", "reason": why}}
     if cluster is not None:
         kube = cluster.kube()
         sources = {c: (lambda c=c: cluster.metrics(c)) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
         build = f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}"
         extra = {"cluster": {"nodes": options.nodes, "gpus_per_node": options.gpus_per_node}}
     else:
-        kube = connect(options.kubeconfig, options.context)
+        try:
+            kube = connect(options.kubeconfig, options.context)
+        except KubeconfigError as e:  # the test session reports it in one line
+            return {"provider": options.provider, "harness_version": __version__, "error": str(e).splitlines()[0]}
         # Only the API server's /metrics is reachable through the API; others are "not read".
         sources = {"kube-apiserver": lambda: kube.raw("/metrics", timeout=20)}
         build, extra = None, {}
