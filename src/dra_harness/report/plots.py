@@ -60,7 +60,7 @@ def design_comparison(rows: list[Obj], scenario: str) -> bytes | None:
         if tol is not None:
             ax.hlines(tol, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="dashed")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tiers))], tiers)
-    ax.set_ylabel("p95 wait (s, scaled)")
+    ax.set_ylabel("p95 wait (scenario s)")
     ax.set_title(f"{scenario}: p95 wait per tier and design (dashed: tolerable)")
     ax.legend(fontsize="small")
     return _png(fig)
