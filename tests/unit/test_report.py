@@ -47,7 +47,9 @@ def test_without_contention_results_the_report_says_contention_not_run(tmp_path)
 def test_a_malformed_contention_file_is_reported_not_guessed(tmp_path):
     run = make_run(tmp_path / "run")
     (run / "contention" / "broken-shared.json").write_text(json.dumps({"scenario": "broken"}))
+    (run / "contention" / "inference-vs-training-shared-raw.json").write_text(json.dumps({"jobs": []}))
     summary = build_summary(run)
+    assert len(summary["contention"]["unreadable"]) == 1  # the raw samples beside a result are not a result
     assert summary["contention"]["unreadable"][0]["file"] == "contention/broken-shared.json"
     assert "missing" in summary["contention"]["unreadable"][0]["problem"]
 

@@ -42,6 +42,8 @@ def load(run_dir: Path) -> Obj:
         except (OSError, ValueError) as e:
             unreadable.append({"file": f"contention/{path.name}", "problem": f"not JSON: {e}"})
             continue
+        if isinstance(data, dict) and "scenario" not in data and "tiers" not in data:
+            continue  # an auxiliary file beside the results (e.g. <scenario>-<design>-raw.json)
         problem = _problem(data)
         if problem:
             unreadable.append({"file": f"contention/{path.name}", "problem": problem})
@@ -51,7 +53,8 @@ def load(run_dir: Path) -> Obj:
         data["_plots"] = {k: folder / v for k, v in plots.items() if isinstance(v, str) and (folder / Path(v).name).is_file()
                           and Path(v).name == v}
         results.append(data)
-    return {"results": results, "unreadable": unreadable}
+    raw = {r.get("raw") for r in results}
+    return {"results": results, "unreadable": [u for u in unreadable if Path(u["file"]).name not in raw]}
 
 
 def wait_table(results: list[Obj]) -> list[Obj]:
