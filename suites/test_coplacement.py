@@ -79,6 +79,14 @@ def test_a_request_larger_than_any_node_stays_pending_with_nothing_allocated(clu
 
 
 @pytest.mark.exclusive
+def _state(pod: dict) -> str:
+    if pod["status"].get("phase") == "Running":
+        return "running"
+    if (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable":
+        return "unschedulable"
+    return "pending"
+
+
 def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, namespace, evidence):
     """Two jobs that each need a whole node, on one node: shards interleave; whole claims do not."""
     kube = cluster.kube
@@ -93,10 +101,7 @@ def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(c
             cluster.pod(namespace, f"shard-{job}-{i}", template="shard", node_name=node, labels={"job": f"shard-{job}"})
 
     def settled(pods):  # every shard either runs or has been found unschedulable
-        return len(pods) == 2 * size and all(
-            p["status"].get("phase") == "Running" or (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable"
-            for p in pods
-        )
+        return len(pods) == 2 * size and all(_state(p) != "pending" for p in pods)
 
     shards = watch_until(kube, rest.PODS, settled, 90, "every shard to run or be found unschedulable",
                          namespace=namespace, label_selector="job in (shard-a,shard-b)")
@@ -109,9 +114,14 @@ def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(c
 
     # The same jobs as one claim each: all or nothing.
     for job in ("a", "b"):
-        cluster.pod(namespace, f"whole-{job}", template="whole", node_name=node)
-    wait_running(kube, namespace, "whole-a", timeout=60)
-    waiting = wait_unschedulable(kube, namespace, "whole-b", timeout=60)
+        cluster.pod(namespace, f"whole-{job}", template="whole", node_name=node, labels={"job": "whole"})
+    # Either job may win the node; the point is that exactly one does and the other holds nothing.
+    def one_won(pods):
+        return len(pods) == 2 and sorted(_state(p) for p in pods) == ["running", "unschedulable"]
+
+    wholes = watch_until(kube, rest.PODS, one_won, 60, "one whole-node job to run and the other to wait",
+                         namespace=namespace, label_selector="job=whole")
+    waiting = next(p for p in wholes if _state(p) == "unschedulable")
     held_by_waiting = [str(d) for c in pod_claims(kube, waiting).values() for d in allocated_devices(c)]
 
     evidence.record(

@@ -38,7 +38,7 @@ class Cli(click.Group):
             return super().invoke(ctx)
         except EXPECTED as e:
             first, _, rest = str(e).strip().partition("\n")
-            err.print(f"[red]error:[/] {escape(first)}", highlight=False)
+            err.print(f"[red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)  # one line, never wrapped
             if rest and isinstance(e, (builder.BuildError, ClusterError)):
                 # Build and start-up failures end with the tail of the failing log.
                 err.print(rest, highlight=False, markup=False)
@@ -83,8 +83,19 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
-def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None) -> None:
+@click.option("--provider", type=click.Choice(["local", "kind"]), default="local", show_default=True,
+              help="local: embedded cluster; kind: a kind cluster (Docker) with the example driver installed.")
+@click.option("--node-image", help="kind: node image (default kindest/node:v<k8s-version>).")
+@click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
+@click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
+              help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests.")
+def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
+       provider: str, node_image: str | None, driver_image: str | None, install: str) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
+    if provider == "kind":
+        from .kind.commands import up_kind
+
+        return up_kind(name, nodes, gpus_per_node, k8s_version, timeout, node_image, driver_image, install, err)
     from .local.realnode import choose_real_nodes
 
     c = LocalCluster(name)
@@ -103,8 +114,13 @@ def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: flo
 @cluster.command()
 @name_option
 @click.option("--all", "all_", is_flag=True, help="Every cluster of this user, including stale ones.")
-def down(name: str, all_: bool) -> None:
-    """Stop a cluster's processes and remove its state."""
+@click.option("--provider", type=click.Choice(["local", "kind"]), default="local", show_default=True)
+def down(name: str, all_: bool, provider: str) -> None:
+    """Stop a cluster's processes and remove its state (kind: delete the kind cluster)."""
+    if provider == "kind":
+        from .kind.commands import down_kind
+
+        return down_kind(name, err)
     targets = all_clusters() if all_ else [LocalCluster(name)]
     for c in targets:
         existed = c.exists()
@@ -212,7 +228,7 @@ def generate(which: tuple[str, ...]) -> None:
 
 @components.command()
 def gates() -> None:
-    """Rewrite the feature-gate table from each supported release's source."""
+    """Rewrite the feature-gate table from each supported release's source, and the kind configs from it."""
     from .components.gomod import go
     from .local import gates as gate_table
 
@@ -222,6 +238,11 @@ def gates() -> None:
         rows[version] = gate_table.derive(Path(info["Dir"]), version)
     gate_table.TABLE_PATH.write_text(json.dumps(rows, indent=2) + "\n")
     err.print(f"wrote {gate_table.TABLE_PATH}")
+    from .kind.config import (
+        write_all,  # the kind configs are rendered from the same table
+    )
+
+    err.print("wrote " + ", ".join(str(p) for p in write_all()))
 
 
 # -- benchmarks -------------------------------------------------------------------
@@ -264,7 +285,7 @@ def bench_build(k8s_version: str) -> None:
 
 # -- runs -----------------------------------------------------------------------
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.option("--cluster", "provider", type=click.Choice(["local", "existing"]), default="local", show_default=True)
+@click.option("--cluster", "provider", type=click.Choice(["local", "existing", "kind"]), default="local", show_default=True)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Existing cluster's kubeconfig.")
 @click.option("--context", help="Existing cluster's kubeconfig context.")
 @click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
@@ -277,9 +298,10 @@ def bench_build(k8s_version: str) -> None:
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Embedded cluster: nodes with a real kubelet (default: 1 where possible, else 0 with the reason).")
+@click.option("--design-file", type=click.Path(dir_okay=False), help="YAML design record to compare with the run (see fixtures/designs/).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
-        allow_disruptive, dry_run, report_dir, real_nodes, pytest_args) -> None:
+        allow_disruptive, dry_run, report_dir, real_nodes, design_file, pytest_args) -> None:
     """Run every suite against a cluster and write the sign-off report (the main job)."""
     from .local.realnode import choose_real_nodes
     from .runner import RunOptions, run_suites
@@ -289,7 +311,8 @@ def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expect
     options = RunOptions(
         provider=provider, kubeconfig=kubeconfig, context=context, k8s_version=k8s_version, nodes=nodes,
         gpus_per_node=gpus_per_node, expected_hardware=expected_hardware, driver=driver, report_dir=report_dir,
-        real_nodes=real, pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
+        real_nodes=real, design_file=design_file,
+        pytest_args=list(pytest_args) + (["--allow-disruptive"] if allow_disruptive else []) + (["--dry-run"] if dry_run else []),
     )
     sys.exit(run_suites(options, err))
 
@@ -309,6 +332,11 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
     code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
     sys.exit(code)
 
+
+from .report_cli import diff, report  # noqa: E402 - the report commands live in their own module
+
+main.add_command(report)
+main.add_command(diff)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -33,6 +33,12 @@ _SCHEMA: dict[str, Any] = {
         "coplacementAttributes": {"type": "array", "items": {"type": "string"}},
         "containerView": {"enum": ["env", "nvml"]},
         "sharingConfig": {"type": "object"},
+        # Every DeviceClass the driver installs, by role (gpu, mig, ...), and opaque configs by sharing strategy.
+        "deviceClasses": {"type": "object", "additionalProperties": {"type": "string"}},
+        "sharingConfigs": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "required": ["apiVersion", "kind"]},
+        },
         "driverPodSelector": {"type": "string"},
     },
 }
@@ -54,6 +60,10 @@ class DriverProfile:
     sharing_config: dict[str, Any] = field(default_factory=dict)
     #: Label selector of the driver's kubelet-plugin pods (DaemonSet installs).
     driver_pod_selector: str = ""
+    #: DeviceClass by role (``gpu``, ``mig``); the default class is always under ``gpu``.
+    device_classes: dict[str, str] = field(default_factory=dict)
+    #: Opaque claim configs by sharing strategy (``TimeSlicing``, ``MPS``, ...).
+    sharing_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def qualified(self, published: str) -> str:
         """``model`` -> ``gpu.example.com/model``; already-qualified names are kept."""
@@ -98,6 +108,8 @@ def load_profile(path: Path) -> DriverProfile:
         coplacement_attributes=tuple(raw.get("coplacementAttributes", [])),
         sharing_config=raw.get("sharingConfig", {}),
         driver_pod_selector=raw.get("driverPodSelector", ""),
+        device_classes={"gpu": raw["deviceClass"], **raw.get("deviceClasses", {})},
+        sharing_configs=raw.get("sharingConfigs", {}),
     )
 
 

@@ -29,6 +29,7 @@ from .components.catalog import KUBERNETES_VERSIONS
 from .disruption import Disruptor
 from .evidence import Evidence
 from .inventory import HardwareFileError, load_hardware
+from .kind import session as kind_session
 from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
@@ -64,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allow-disruptive", action="store_true",
                     help=f"on an existing cluster, let disruptive tests restart drivers on, drain and taint nodes labelled {DISRUPTABLE_LABEL}=true")
     group.addoption("--dry-run", action="store_true", help="disruptive tests list what they would touch, and touch nothing")
+    group.addoption("--kind-node-image", default=None, help="kind: node image (default kindest/node:v<k8s-version>)")
+    group.addoption("--driver-image", default=None, help="kind: example-driver image (default: built from the Go-built plugin)")
+    group.addoption("--kind-install", choices=["auto", "helm", "manifests"], default="auto",
+                    help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests")
+    group.addoption("--probe-image", default=None,
+                    help="image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)")
 
 
 def _run_id(config: pytest.Config) -> str:
@@ -98,10 +105,10 @@ def _check_inputs(config: pytest.Config) -> None:
     if version and version not in KUBERNETES_VERSIONS:
         raise pytest.UsageError(f"--k8s-version {version}: choose one of {', '.join(KUBERNETES_VERSIONS)}")
     name = config.getoption("--cluster-name")
-    if name and (provider != "local" or LocalCluster(name).state() is None):
+    if name and (provider == "existing" or provider == "local" and LocalCluster(name).state() is None):
         raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
     if provider == "kind":
-        raise pytest.UsageError("--cluster=kind is not implemented yet; use --cluster=existing --kubeconfig <kind kubeconfig>")
+        kind_session.check_inputs(config)
     hardware = config.getoption("--expected-hardware")
     if hardware:
         try:
@@ -145,6 +152,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _lock_path(_run_id(config), kind).unlink(missing_ok=True)
     if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
         LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
+    elif config.getoption("--cluster") == "kind" and kind_session.owns_cluster(config):
+        if getattr(config, "_dra_inputs_ok", False):
+            kind_session.finish(config, _run_id(config))  # the run's own kind cluster, if it was created
     elif getattr(config, "_dra_inputs_ok", False):
         _sweep(config)
 
@@ -154,6 +164,8 @@ def _sweep(config: pytest.Config) -> None:
     try:
         if config.getoption("--cluster") == "existing":
             kube = connect(config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG"), config.getoption("--context"))
+        elif config.getoption("--cluster") == "kind":
+            kube = connect(kind_session.kubeconfig(config, _run_id(config)))
         else:
             kube = LocalCluster(_local_name(config)).kube()
         left = sweep_run(kube, _run_id(config))
@@ -176,6 +188,10 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     expected = opt("--expected-hardware")
     if opt("--cluster") == "existing":
         handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
+    elif opt("--cluster") == "kind":
+        with open(_lock_path(run_id, "cluster"), "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # one process of the run creates the kind cluster
+            handle = kind_session.open_kind(request.config, run_id)
     else:
         name = _local_name(request.config)
         with open(_lock_path(run_id, "cluster"), "w") as f:

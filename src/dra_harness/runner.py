@@ -3,12 +3,15 @@
 The cluster is brought up here rather than inside pytest so its build and start-up
 progress is visible on the terminal; pytest then reuses it through the run id. The
 run directory is written even when the suites fail or the run is interrupted: a
-report marked incomplete beats no report.
+report marked incomplete is written before anything starts and rewritten at the end,
+so even a killed run leaves one. The fingerprint is taken while the cluster is up and
+before the suites disturb it.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,10 +21,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import __version__
 from .components import build as builder
 from .components import catalog
+from .kube.client import KubeconfigError, connect
 from .local.cluster import ClusterSpec, LocalCluster
-from .signoff import write_signoff
+from .pytest_plugin import _lock_path
+from .report import fingerprint
+from .report.design import load_design
+from .report.files import write_json
+from .report.summary import finish_run, start_run, write_report
 
 
 @dataclass
@@ -36,6 +45,7 @@ class RunOptions:
     expected_hardware: str | None = None
     driver: str | None = None
     report_dir: str | None = None
+    design_file: str | None = None
     pytest_args: list[str] = field(default_factory=list)
 
 
@@ -43,11 +53,55 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
 
 
+def _terminated(signum, frame) -> None:
+    raise KeyboardInterrupt  # so the finally blocks below run on SIGTERM too
+
+
+def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Console) -> dict:
+    if options.provider == "kind":
+        # The plugin creates the run's kind cluster inside the test session and deletes it at its end.
+        why = "the run's kind cluster exists only inside the test session"
+        return {"provider": "kind", "harness_version": __version__, "command": fingerprint.redacted_command(sys.argv),
+                "requested_k8s_version": options.k8s_version, "kubernetes": {"error": why},
+                "feature_gates": {"status": "unknown", "reason": why}}
+    if cluster is not None:
+        kube = cluster.kube()
+        sources = {c: (lambda c=c: cluster.metrics(c)) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
+        build = f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}"
+        extra = {"cluster": {"nodes": options.nodes, "gpus_per_node": options.gpus_per_node}}
+    else:
+        try:
+            kube = connect(options.kubeconfig, options.context)
+        except KubeconfigError as e:  # the test session reports it in one line
+            return {"provider": options.provider, "harness_version": __version__, "error": str(e).splitlines()[0]}
+        # Only the API server's /metrics is reachable through the API; others are "not read".
+        sources = {"kube-apiserver": lambda: kube.raw("/metrics", timeout=20)}
+        build, extra = None, {}
+    with console.status("fingerprinting the cluster"):
+        return fingerprint.collect(kube, sources, sys.argv, options.provider, driver_build=build, extra=extra)
+
+
+def _pytest(args: list[str], cwd: Path) -> int:
+    """Run the suites; on an interrupt, let pytest clean up its run (SIGINT) before giving up on it."""
+    proc = subprocess.Popen(args, cwd=cwd)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)  # a terminal's Ctrl-C has sent it already; SIGTERM to us has not
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
 def run_suites(options: RunOptions, console: Console) -> int:
     root = builder.repo_root()
+    design = load_design(options.design_file) if options.design_file else None  # bad file: one line, nothing started
     run_id = new_run_id()
     report_dir = Path(options.report_dir or root / "reports" / "out" / run_id).resolve()
-    report_dir.mkdir(parents=True, exist_ok=True)
+    start_run(report_dir, run_id, sys.argv, design)
     args = [
         sys.executable, "-m", "pytest", str(root / "suites"),
         f"--run-id={run_id}",
@@ -62,8 +116,8 @@ def run_suites(options: RunOptions, console: Console) -> int:
     if options.expected_hardware:
         args.append(f"--expected-hardware={Path(options.expected_hardware).resolve()}")
     cluster: LocalCluster | None = None
-    started = time.time()
     code = 3
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         if options.provider == "local":
             cluster = LocalCluster(f"run-{run_id}")
@@ -76,21 +130,29 @@ def run_suites(options: RunOptions, console: Console) -> int:
                 state = cluster.up(spec, say=lambda s: status.update(s))
             console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{options.k8s_version})")
             args += ["--cluster=local", f"--k8s-version={options.k8s_version}"]
+        elif options.provider == "kind":
+            # The plugin creates the run's kind cluster and deletes it at the end.
+            args += ["--cluster=kind", f"--k8s-version={options.k8s_version}", f"--nodes={options.nodes}",
+                     f"--gpus-per-node={options.gpus_per_node}"]
         else:
             args += ["--cluster=existing"]
             if options.kubeconfig:
                 args.append(f"--kubeconfig={Path(options.kubeconfig).resolve()}")
             if options.context:
                 args.append(f"--context={options.context}")
-        code = subprocess.call(args + options.pytest_args, cwd=root)
+        write_json(report_dir / "fingerprint.json", _fingerprint(options, cluster, console))
+        write_report(report_dir)
+        code = _pytest(args + options.pytest_args, root)
     except KeyboardInterrupt:
         code = 130
         raise
     finally:
+        signal.signal(signal.SIGTERM, previous)
+        for kind in ("cluster", "devices"):  # left by a pytest that had to be killed
+            _lock_path(run_id, kind).unlink(missing_ok=True)
         if cluster is not None:
             cluster.down()
-        path = write_signoff(report_dir, run_id=run_id, command=sys.argv, started=started,
-                             complete=code in (0, 1), exit_code=code)
+        path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
         console.print("sign-off report:")
         print(path, flush=True)
     return code

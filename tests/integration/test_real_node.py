@@ -119,7 +119,8 @@ def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_clus
             spec = doc["spec"]["template"]["spec"]
             spec["nodeSelector"] = {"kubernetes.io/hostname": NODE}
             # The API server listens on 127.0.0.1 only and there is no kube-proxy for its Service.
-            spec["containers"][0]["env"] += [
+            env = [e for e in spec["containers"][0]["env"] if e["name"] != "NUM_DEVICES"]
+            spec["containers"][0]["env"] = env + [
                 {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
                 {"name": "KUBERNETES_SERVICE_PORT", "value": str(st.ports["apiserver"])},
                 {"name": "NUM_DEVICES", "value": str(GPUS)},

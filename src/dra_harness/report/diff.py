@@ -1,0 +1,235 @@
+"""Two runs compared: the pre-upgrade gate.
+
+Run the suites on the version you run today (BASE) and on the one you want
+(CANDIDATE); the diff lists what changed — Kubernetes version, DRA feature gates,
+served APIs (DeviceTaintRule...), outcomes, preemption, timings and contention waits —
+and calls a *regression* only what must stop an upgrade: a check that newly fails, an
+incomplete candidate run, a timing or wait that grew beyond both thresholds (relative
+and absolute, so noise on a 0.2 s figure does not fail CI), a tier that newly misses
+its tolerable wait, or lost jobs. Everything else is reported as a change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .files import read_json
+from .summary import RunDirError, build_summary
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    #: A timing regresses when it grows by more than this fraction AND by more than ``min_delta_s``.
+    max_slowdown: float = 0.5
+    min_delta_s: float = 1.0
+    #: Contention waits (scenario seconds) likewise.
+    max_wait_increase: float = 0.25
+    min_wait_delta_s: float = 60.0
+
+
+@dataclass
+class Diff:
+    base: str
+    candidate: str
+    regressions: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    measurements: list[Obj] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions)
+
+    def as_dict(self) -> Obj:
+        return {"base": self.base, "candidate": self.candidate, "regression": self.failed,
+                "regressions": self.regressions, "changes": self.changes, "measurements": self.measurements}
+
+
+def load(run_dir: Path | str) -> Obj:
+    """A run's summary: summary.json when present, else rebuilt from the run directory's files."""
+    path = Path(run_dir)
+    if path.is_file() and path.name.endswith(".json"):
+        return read_json(path)
+    if (path / "summary.json").is_file():
+        try:
+            return read_json(path / "summary.json")
+        except ValueError:
+            pass
+    if not path.exists():
+        raise RunDirError(f"{path} does not exist")
+    return build_summary(path)
+
+
+def _version(s: Obj) -> str:
+    return str(((s.get("fingerprint") or {}).get("kubernetes") or {}).get("gitVersion", "unknown"))
+
+
+def _gates(s: Obj) -> set[str] | None:
+    g = (s.get("fingerprint") or {}).get("feature_gates") or {}
+    return set(g.get("enabled", [])) if g.get("status") == "read" else None
+
+
+def _api(s: Obj, key: str) -> list[str] | None:
+    api = (s.get("fingerprint") or {}).get("resource_api") or {}
+    return api.get(key) if "versions" in api else None
+
+
+def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds()) -> Diff:
+    d = Diff(base=f"{base.get('run_id')} ({_version(base)})", candidate=f"{cand.get('run_id')} ({_version(cand)})")
+    _fingerprint(base, cand, d)
+    if not cand.get("complete"):
+        d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
+    _outcomes(base, cand, d)
+    _behaviour(base, cand, d)
+    _contention(base, cand, d)
+    _measurements(base, cand, t, d)
+    return d
+
+
+def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:
+    if _version(base) != _version(cand):
+        d.changes.append(f"Kubernetes {_version(base)} -> {_version(cand)}")
+    bg, cg = _gates(base), _gates(cand)
+    if bg is None or cg is None:
+        d.changes.append("DRA feature gates: unknown in " + ("base" if bg is None else "candidate") + " (metrics not readable)")
+    else:
+        for g in sorted(cg - bg):
+            d.changes.append(f"feature gate {g}: on in candidate only")
+        for g in sorted(bg - cg):
+            d.changes.append(f"feature gate {g}: on in base only")
+        bs = ((base.get("fingerprint") or {}).get("feature_gates") or {}).get("stages") or {}
+        cs = ((cand.get("fingerprint") or {}).get("feature_gates") or {}).get("stages") or {}
+        for g in sorted(set(bs) & set(cs)):
+            if bs[g] != cs[g]:
+                d.changes.append(f"feature gate {g}: {bs[g]} -> {cs[g]}")
+    for key, what in (("versions", "resource.k8s.io served versions"), ("device_taint_rules", "DeviceTaintRule served in")):
+        b, c = _api(base, key), _api(cand, key)
+        if b is not None and c is not None and sorted(b) != sorted(c):
+            d.changes.append(f"{what}: {', '.join(b) or 'none'} -> {', '.join(c) or 'none'}")
+    bd = {x["name"]: x.get("published_versions") for x in (base.get("fingerprint") or {}).get("drivers", [])}
+    cd = {x["name"]: x.get("published_versions") for x in (cand.get("fingerprint") or {}).get("drivers", [])}
+    for name in sorted(set(bd) | set(cd)):
+        if bd.get(name) != cd.get(name):
+            d.changes.append(f"driver {name}: {bd.get(name, 'absent')} -> {cd.get(name, 'absent')}")
+
+
+def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
+    b = {r["nodeid"]: r for r in base.get("results", [])}
+    c = {r["nodeid"]: r for r in cand.get("results", [])}
+    bad = ("failed", "error")
+    for nodeid in sorted(set(b) | set(c)):
+        bo = b[nodeid]["outcome"] if nodeid in b else None
+        co = c[nodeid]["outcome"] if nodeid in c else None
+        if bo == co:
+            continue
+        if co in bad:
+            why = (c[nodeid].get("message") or "").splitlines()[0][:200] if c[nodeid].get("message") else ""
+            d.regressions.append(f"new failure: {nodeid} ({bo or 'absent'} -> {co}){': ' + why if why else ''}")
+        elif co is None:
+            d.changes.append(f"check absent from candidate: {nodeid} (was {bo})")
+        elif bo is None:
+            d.changes.append(f"new check: {nodeid} ({co})")
+        else:
+            why = c[nodeid].get("message") or b[nodeid].get("message") or ""
+            d.changes.append(f"behaviour changed: {nodeid}: {bo} -> {co}" + (f" ({why.splitlines()[0][:160]})" if why else ""))
+
+
+#: Evidence that states how Kubernetes behaved, compared as text between runs.
+_BEHAVIOUR_KEYS = ("scheduler_message", "condition", "event", "while_driver_down")
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+#: Generated names differ in every run: Kubernetes' generateName suffix (no vowels) and our hex suffixes.
+_GENERATED = re.compile(r"-(?:[bcdfghjklmnpqrstvwxz2456789]{5}|[0-9a-f]{5})\b")
+
+
+def normalise(text: str) -> str:
+    """Evidence text with what differs in every run (times, generated names) blanked."""
+    return _GENERATED.sub("-<id>", _TIME.sub("<time>", text))
+
+
+def _behaviour(base: Obj, cand: Obj, d: Diff) -> None:
+    def facts(s: Obj) -> dict[tuple[str, str], str]:
+        out = {}
+        for r in s.get("results", []):
+            for rec in r.get("evidence", []):
+                for k in _BEHAVIOUR_KEYS:
+                    if k in rec:
+                        out[(r["nodeid"], k)] = normalise(json.dumps(rec[k], sort_keys=True, default=str))
+        return out
+
+    b, c = facts(base), facts(cand)
+    for key in sorted(set(b) & set(c)):
+        if b[key] != c[key]:
+            d.changes.append(f"behaviour changed: {key[0]} {key[1]}: {b[key][:200]} -> {c[key][:200]}")
+
+
+def _runs(s: Obj) -> dict[tuple[str, str], Obj]:
+    return {(r["scenario"], r["design"]): r for r in (s.get("contention") or {}).get("results", [])}
+
+
+def _contention(base: Obj, cand: Obj, d: Diff) -> None:
+    b, c = _runs(base), _runs(cand)
+    if b and not c:
+        d.changes.append("contention ran in base but not in candidate")
+    for key in sorted(set(b) & set(c)):
+        where = f"contention {key[0]} / {key[1]}"
+        if (c[key].get("jobs_lost") or 0) > (b[key].get("jobs_lost") or 0):
+            d.regressions.append(f"{where}: jobs lost {b[key].get('jobs_lost')} -> {c[key].get('jobs_lost')}")
+        bt = {t["tier"]: t for t in b[key]["tiers"]}
+        for t in c[key]["tiers"]:
+            old = bt.get(t["tier"])
+            if old and old.get("verdict") == "meets" and t.get("verdict") == "misses":
+                d.regressions.append(f"{where}: tier {t['tier']} now misses its tolerable wait "
+                                     f"(p95 {old['wait_s'].get('p95')} -> {t['wait_s'].get('p95')} s, tolerable {t.get('tolerable_wait_s')} s)")
+        bp, cp = b[key].get("preemption_probe") or {}, c[key].get("preemption_probe") or {}
+        if bp and cp and bool(bp.get("freed_by_preemption")) != bool(cp.get("freed_by_preemption")):
+            d.changes.append(f"{where}: preemption freed a device: {bool(bp.get('freed_by_preemption'))} -> "
+                             f"{bool(cp.get('freed_by_preemption'))} (scheduler: {cp.get('scheduler_message', '')[:160]})")
+
+
+def _measurements(base: Obj, cand: Obj, t: Thresholds, d: Diff) -> None:
+    b = {m["key"]: m for m in base.get("measurements", [])}
+    for m in cand.get("measurements", []):
+        old = b.get(m["key"])
+        if old is None:
+            continue
+        before, after = old["value"], m["value"]
+        delta = after - before
+        wait = m.get("kind") == "wait"
+        rel_limit, abs_limit = (t.max_wait_increase, t.min_wait_delta_s) if wait else (t.max_slowdown, t.min_delta_s)
+        ratio = (delta / before) if before > 0 else (float("inf") if delta > 0 else 0.0)
+        # Waits gate on p95 (and the preemption probe's wait); p50/p99/max are shown, not gated.
+        gated = not wait or m["name"] in ("wait_p95", "high_priority_wait_s")
+        regressed = gated and delta > abs_limit and ratio > rel_limit
+        row = {"key": m["key"], "base": before, "candidate": after, "delta": round(delta, 3),
+               "ratio": None if ratio == float("inf") else round(ratio, 3), "regression": regressed}
+        if regressed or abs(delta) > abs_limit:
+            d.measurements.append(row)
+        if regressed:
+            d.regressions.append(f"{'wait' if wait else 'timing'} {m['key']}: {_s(before)} -> {_s(after)} s "
+                                 f"(+{_s(delta)} s, +{ratio:.0%}; limits +{rel_limit:.0%} and +{abs_limit:g} s)")
+
+
+def _s(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def text(d: Diff) -> str:
+    lines = [f"base:      {d.base}", f"candidate: {d.candidate}", ""]
+    lines.append(f"regressions ({len(d.regressions)}):")
+    lines += [f"  - {r}" for r in d.regressions] or ["  none"]
+    lines.append(f"changes ({len(d.changes)}):")
+    lines += [f"  - {c}" for c in d.changes] or ["  none"]
+    if d.measurements:
+        lines.append("measurements beyond the absolute threshold:")
+        for m in d.measurements:
+            flag = "REGRESSION" if m["regression"] else "ok"
+            lines.append(f"  {m['key']}: {_s(m['base'])} -> {_s(m['candidate'])} s [{flag}]")
+    lines += ["", "verdict: " + ("REGRESSION (exit 1)" if d.failed else "no regression (exit 0)")]
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""What the tests found: one row per test, grouped by concern, with findings and measurements.
+
+Read from ``junit.xml`` (through junitparser, so a malformed file fails loudly) and
+joined with ``evidence.jsonl`` (what each test recorded: device, node, seconds).
+Measurements are the timings tests record (keys ending in ``_s``, or ``seconds``);
+``dra-harness diff`` compares them between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+Obj = dict[str, Any]
+
+#: suite module -> (concern id, title). Order is the report's order.
+CONCERNS: dict[str, tuple[str, str]] = {
+    "inventory": ("inventory", "Inventory"),
+    "allocation": ("allocation", "Allocation"),
+    "sharing": ("sharing", "Sharing and isolation"),
+    "coplacement": ("coplacement", "Co-placement"),
+    "driver_restart": ("driver-restart", "Driver restart"),
+    "node_drain": ("node-drain", "Node drain"),
+    "device_taints": ("device-taints", "Device taints"),
+    "contention": ("contention", "Contention"),
+}
+_RANK = {"failed": 4, "error": 4, "passed": 2, "skipped": 1}
+
+
+def slug(nodeid: str) -> str:
+    """The name the pytest plugin gives a failed test's evidence file (``failures/<slug>.json``)."""
+    name = nodeid.split("::")[-1].lower()
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
+
+
+def _evidence(report_dir: Path) -> dict[str, Obj]:
+    out: dict[str, Obj] = {}
+    path = report_dir / "evidence.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a killed run
+                out[rec["test"]] = rec
+    return out
+
+
+def read_results(report_dir: Path) -> list[Obj]:
+    """One entry per test case in junit.xml, joined with its evidence records."""
+    junit = report_dir / "junit.xml"
+    if not junit.exists():
+        return []
+    evidence = _evidence(report_dir)
+    results = []
+    try:
+        suites = list(JUnitXml.fromfile(str(junit)))
+    except Exception as e:  # noqa: BLE001 - a junit.xml cut short by a killed run still gets a report
+        return [{"suite": "harness", "concern": "harness", "test": "junit.xml", "nodeid": "junit.xml", "outcome": "error",
+                 "seconds": 0.0, "message": f"junit.xml unreadable: {e}", "evidence": [], "failure_dump": None}]
+    for suite in suites:
+        for case in suite:
+            outcome, message = "passed", ""
+            for r in case.result:
+                if isinstance(r, (Failure, Error, Skipped)):
+                    outcome = {Failure: "failed", Error: "error", Skipped: "skipped"}[type(r)]
+                    message = (r.message or "").strip()
+                    break
+            # An interrupted session writes a case without a class or name.
+            classname, name = case.classname or "", case.name or "(interrupted)"
+            nodeid = (classname.replace(".", "/") + ".py::" if classname else "") + name
+            module = classname.split(".")[-1].removeprefix("test_") or "harness"
+            failure_file = report_dir / "failures" / f"{slug(nodeid)}.json"
+            results.append({
+                "suite": module,
+                "concern": CONCERNS.get(module, (module, module))[0],
+                "test": name,
+                "nodeid": nodeid,
+                "outcome": outcome,
+                "seconds": round(float(case.time or 0), 3),
+                "message": message,
+                "evidence": evidence.get(nodeid, {}).get("records", []),
+                "failure_dump": f"failures/{failure_file.name}" if outcome in ("failed", "error") and failure_file.exists() else None,
+            })
+    return results
+
+
+def counts(results: list[Obj]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in results:
+        out[r["outcome"]] = out.get(r["outcome"], 0) + 1
+    return out
+
+
+def concern_outcome(rows: list[Obj]) -> str:
+    if not rows:
+        return "not run"
+    worst = max(rows, key=lambda r: _RANK.get(r["outcome"], 0))["outcome"]
+    if worst == "skipped":
+        return "skipped"
+    return "failed" if worst in ("failed", "error") else "passed"
+
+
+def concerns(results: list[Obj]) -> list[Obj]:
+    out = []
+    for module, (cid, title) in CONCERNS.items():
+        rows = [r for r in results if r["suite"] == module]
+        out.append({
+            "id": cid,
+            "title": title,
+            "outcome": concern_outcome(rows),
+            "checks": [{"check": human(r["test"]), "nodeid": r["nodeid"], "outcome": r["outcome"]} for r in rows],
+        })
+    others = sorted({r["suite"] for r in results} - set(CONCERNS))
+    for module in others:
+        rows = [r for r in results if r["suite"] == module]
+        out.append({"id": module, "title": module, "outcome": concern_outcome(rows),
+                    "checks": [{"check": human(r["test"]), "nodeid": r["nodeid"], "outcome": r["outcome"]} for r in rows]})
+    return out
+
+
+def human(test_name: str) -> str:
+    """``test_pods_sharing_a_claim[x]`` -> ``pods sharing a claim [x]``."""
+    base, _, param = test_name.partition("[")
+    text = base.removeprefix("test_").replace("_", " ")
+    return f"{text} [{param}" if param else text
+
+
+def measurements(results: list[Obj]) -> list[Obj]:
+    """Every timing a test recorded: {key: "<nodeid>::<name>", value, unit}."""
+    out = []
+    for r in results:
+        seen: dict[str, int] = {}
+        for rec in r["evidence"]:
+            for k, v in rec.items():
+                if k == "t" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                if k.endswith("_s") or k == "seconds":
+                    n = seen.get(k, 0)
+                    seen[k] = n + 1
+                    key = f"{r['nodeid']}::{k}" + (f"#{n}" if n else "")
+                    out.append({"key": key, "test": r["nodeid"], "name": k, "value": float(v), "unit": "s"})
+    return out
+
+
+def findings(results: list[Obj]) -> list[Obj]:
+    """What a reviewer must read: failed checks, and findings tests recorded (e.g. the tenant audit)."""
+    out = []
+    for r in results:
+        if r["outcome"] in ("failed", "error"):
+            out.append({"severity": "failure", "concern": r["concern"], "test": r["nodeid"],
+                        "message": (r["message"] or "failed").splitlines()[0][:500]})
+        # Only ``findings`` (plural) counts: a singular ``finding`` is what a planted control recorded.
+        for rec in r["evidence"]:
+            value = rec.get("findings")
+            for item in value if isinstance(value, list) else [value] if value else []:
+                out.append({"severity": "finding", "concern": r["concern"], "test": r["nodeid"], "message": str(item)[:500]})
+    return out

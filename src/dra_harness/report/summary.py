@@ -1,0 +1,157 @@
+"""The run directory's machine-readable whole (``summary.json``) and the writing of every report file.
+
+Everything is derived from files in the run directory — ``run.json`` (how the run
+went), ``fingerprint.json``, ``design.json``, ``junit.xml``, ``evidence.jsonl``,
+``contention/`` — so ``dra-harness report RUN_DIR`` re-renders a run exactly, and a run
+that was killed still renders, marked incomplete.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from . import allure_extra, contention, design, render, results, vendor
+from .files import atomic_write, read_json, write_json
+
+Obj = dict[str, Any]
+SCHEMA_VERSION = 1
+
+
+class RunDirError(ValueError):
+    """Not a run directory (one line, for the CLI)."""
+
+
+def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
+    """Record the start and write a report marked incomplete at once: a killed run still leaves one."""
+    from .fingerprint import redacted_command
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous(run_dir)
+    write_json(run_dir / "run.json", {
+        "run_id": run_id, "command": redacted_command(command), "started": time.time(),
+        "finished": None, "complete": False, "exit_code": None,
+    })
+    if design_record is not None:
+        write_json(run_dir / "design.json", design_record)
+    return write_report(run_dir)
+
+
+#: What a run writes; a reused --report-dir loses only these, so no earlier run's result leaks into this one.
+RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
+             "signoff.md", "signoff.html")
+RUN_DIRS = ("allure-results", "failures", "contention")
+
+
+def _clear_previous(run_dir: Path) -> None:
+    import shutil
+
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
+    meta = _run_meta(run_dir)
+    meta.update(finished=time.time(), complete=complete, exit_code=exit_code)
+    write_json(run_dir / "run.json", meta)
+    return write_report(run_dir)
+
+
+def _run_meta(run_dir: Path) -> Obj:
+    try:
+        return read_json(run_dir / "run.json")
+    except (OSError, ValueError):
+        # Not written by `dra-harness run` (pytest directly): pytest writes junit.xml when the session ends.
+        return {"run_id": run_dir.name, "command": [], "started": None, "finished": None,
+                "complete": (run_dir / "junit.xml").is_file(), "exit_code": None}
+
+
+def _optional(path: Path) -> Obj | None:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def build_summary(run_dir: Path) -> Obj:
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory")
+    if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
+        raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+    meta = _run_meta(run_dir)
+    fp = _optional(run_dir / "fingerprint.json") or {"error": "no fingerprint recorded"}
+    rows = results.read_results(run_dir)
+    cont = contention.load(run_dir)
+    found = results.findings(rows) + contention.findings(cont["results"])
+    counts = results.counts(rows)
+    failed = counts.get("failed", 0) + counts.get("error", 0)
+    lost = sum(c.get("jobs_lost") or 0 for c in cont["results"])
+    if not meta.get("complete"):
+        verdict = "INCOMPLETE"
+        reason = "the run is in progress or was interrupted" if meta.get("exit_code") is None else f"the run ended with exit code {meta['exit_code']}"
+    elif not rows:
+        verdict, reason = "NO RESULTS", "no test ran"
+    elif failed or lost:
+        verdict = "FAIL"
+        reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
+    else:
+        verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
+    record = _optional(run_dir / "design.json")
+    return {
+        "schema": SCHEMA_VERSION,
+        "run_id": meta.get("run_id", run_dir.name),
+        "harness_version": __version__,
+        "command": meta.get("command", []),
+        "started": meta.get("started"),
+        "finished": meta.get("finished"),
+        "complete": bool(meta.get("complete")),
+        "exit_code": meta.get("exit_code"),
+        "verdict": verdict,
+        "verdict_reason": reason,
+        "counts": counts,
+        "fingerprint": fp,
+        "concerns": _with_contention(results.concerns(rows), cont["results"]),
+        "results": rows,
+        "findings": found,
+        "measurements": results.measurements(rows) + contention.measurements(cont["results"]),
+        "contention": {
+            "results": [{k: v for k, v in c.items() if k != "_plots"} for c in cont["results"]],
+            "unreadable": cont["unreadable"],
+        },
+        "design": None if record is None else {
+            "record": record, "comparison": design.compare(record, rows, cont["results"], fp),
+        },
+        "vendor_questions": vendor.questions(rows, fp),
+    }
+
+
+def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:
+    """The contention concern also counts the scenario runs (written by the contention suite or CLI)."""
+    for c in concerns:
+        if c["id"] == "contention" and runs:
+            for r in runs:
+                misses = [t["tier"] for t in r["tiers"] if t.get("verdict") == "misses"]
+                c["checks"].append({
+                    "check": f"{r['scenario']} under design {r['design']}: {r.get('jobs_lost') or 0} jobs lost"
+                             + (f"; tiers over their tolerable wait: {', '.join(misses)}" if misses else "; every tier meets its tolerable wait"),
+                    "nodeid": r["_file"], "outcome": "failed" if r.get("jobs_lost") else "passed",
+                })
+            c["outcome"] = results.concern_outcome(c["checks"])
+    return concerns
+
+
+def write_report(run_dir: Path) -> Path:
+    """(Re)write summary.json, signoff.md, signoff.html and the Allure extras; return signoff.html."""
+    run_dir = Path(run_dir)
+    summary = build_summary(run_dir)
+    write_json(run_dir / "summary.json", summary)
+    atomic_write(run_dir / "signoff.md", render.markdown(summary))
+    html_path = run_dir / "signoff.html"
+    atomic_write(html_path, render.html(summary, run_dir))
+    if (run_dir / "allure-results").is_dir() or summary["results"]:
+        allure_extra.enrich(run_dir, summary)
+    return html_path

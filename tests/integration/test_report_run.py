@@ -1,0 +1,205 @@
+"""Real runs' reports: a browser renders the verdict, JUnit and Allure load, no secret leaks, Ctrl-C leaves a report.
+
+Each test runs ``dra-harness run`` the way a user does (a separate process, its own
+embedded cluster or an existing one) on a few quick suites, then inspects the run
+directory it wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from junitparser import JUnitXml
+
+from dra_harness import prereqs
+from dra_harness.components.build import repo_root
+from dra_harness.local.cluster import LocalCluster
+
+ROOT = repo_root()
+QUICK = ["-k", "inventory or taint or sharing_a_claim"]
+PASS_GREEN = (0x1A, 0x7F, 0x37)
+FAIL_RED = (0xCF, 0x22, 0x2E)
+
+
+def _harness(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dra_harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def real_run(binaries, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("report") / "run"
+    proc = _harness("run", "--report-dir", str(out), "--nodes", "2", "--gpus-per-node", "4",
+                    "--design-file", str(ROOT / "fixtures/designs/example.yaml"), *QUICK)
+    return out, proc
+
+
+def test_a_run_ends_by_printing_the_path_of_its_signoff(real_run):
+    out, proc = real_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(out / "signoff.html")
+    for name in ("junit.xml", "summary.json", "signoff.md", "signoff.html", "fingerprint.json",
+                 "allure-results/environment.properties", "allure-results/categories.json"):
+        assert (out / name).is_file(), name
+
+
+def test_the_fingerprint_reads_gates_from_every_component_and_the_inventory_from_slices(real_run):
+    out, _ = real_run
+    fp = json.loads((out / "summary.json").read_text())["fingerprint"]
+    assert fp["kubernetes"]["gitVersion"] == "v1.37.2"
+    gates = fp["feature_gates"]
+    assert gates["status"] == "read"
+    assert set(gates["components"]) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+    assert {"DynamicResourceAllocation", "DRADeviceTaintRules", "DRAPartitionableDevices"} <= set(gates["enabled"])
+    assert "v1" in fp["resource_api"]["versions"] and fp["resource_api"]["device_taint_rules"]
+    assert [c["name"] for c in fp["device_classes"]] == ["gpu.example.com"]
+    inv = fp["inventory"]["gpu.example.com"]
+    assert inv["devices"] == 8 and sorted(inv["nodes"]) == ["gpu-node-0", "gpu-node-1"]
+    assert inv["nodes"]["gpu-node-0"] == {"devices": 4, "models": {"LATEST-GPU-MODEL": 4}, "memory": {"80Gi": 4},
+                                          "driver_versions": ["1.0.0"]}
+    assert fp["drivers"][0]["build"] == "dra-example-kubeletplugin v0.4.0" and "--design-file" in fp["command"]
+
+
+def test_junit_xml_parses_with_a_junit_parser_and_matches_the_summary(real_run):
+    out, _ = real_run
+    xml = JUnitXml.fromfile(str(out / "junit.xml"))
+    cases = [c for suite in xml for c in suite]
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(cases) == len(summary["results"]) >= 8
+    assert all(c.classname.startswith("suites.test_") and c.name.startswith("test_") for c in cases)
+    assert all(c.is_passed or c.is_skipped for c in cases)
+
+
+def test_allure_results_load(real_run):
+    out, _ = real_run
+    allure = out / "allure-results"
+    results = [json.loads(p.read_text()) for p in allure.glob("*-result.json")]
+    assert len(results) == len(json.loads((out / "summary.json").read_text())["results"])
+    uuids = {r["uuid"] for r in results}
+    with_evidence = 0
+    for r in results:
+        assert r["status"] in ("passed", "failed", "broken", "skipped") and r["historyId"]
+        assert r["name"] and r["fullName"].startswith("suites.test_") and r["start"] <= r["stop"]
+        assert all(set(label) == {"name", "value"} for label in r["labels"])
+        for a in r.get("attachments", []):
+            assert (allure / a["source"]).is_file(), a
+            if a["name"] == "dra-harness evidence":
+                with_evidence += 1
+                assert isinstance(json.loads((allure / a["source"]).read_text()), list)
+    assert with_evidence >= 3
+    for p in allure.glob("*-container.json"):
+        assert set(json.loads(p.read_text()).get("children", [])) <= uuids
+    env = dict(line.split("=", 1) for line in (allure / "environment.properties").read_text().splitlines())
+    assert env["Kubernetes"] == "v1.37.2" and env["Verdict"] == "PASS"
+    categories = json.loads((allure / "categories.json").read_text())
+    assert all(c["name"] and c["matchedStatuses"] for c in categories)
+
+
+def _screenshot(html: Path, png: Path) -> tuple[object, str]:
+    """Pixels (RGB ints) of a 1280x900 headless-Chromium screenshot, and the rendered DOM."""
+    from matplotlib.image import imread
+
+    base = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,900"]
+    subprocess.run([*base, f"--screenshot={png}", html.as_uri()], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run([*base, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    return (imread(png)[:, :, :3] * 255).round().astype(int), dom
+
+
+def test_headless_chromium_shows_the_verdict(real_run, tmp_path):
+    prereqs.ensure(["chromium"], "rendering signoff.html in a browser")
+    out, _ = real_run
+    pixels, dom = _screenshot(out / "signoff.html", tmp_path / "shot.png")
+    assert len({tuple(p) for p in pixels[::20, ::20].reshape(-1, 3)}) > 5, "blank screenshot"
+    assert tuple(pixels[15, 640]) == PASS_GREEN, f"verdict banner not green: {tuple(pixels[15, 640])}"
+    assert "Verdict: PASS" in dom and "Design record" in dom and "Questions for the GPU vendor" in dom
+    # Control: the same check on a failing run sees red, so the pixel check can fail.
+    from dra_harness.report import write_report
+    from tests.unit.report_runs import make_run
+
+    failing = make_run(tmp_path / "failing", tests=[("allocation", "test_a_capacity_selector_is_honoured", "failed", 1.0, [])])
+    pixels, dom = _screenshot(write_report(failing), tmp_path / "failing.png")
+    assert tuple(pixels[15, 640]) == FAIL_RED and "Verdict: FAIL" in dom
+
+
+def test_report_re_renders_a_run(real_run):
+    out, _ = real_run
+    before = json.loads((out / "summary.json").read_text())
+    proc = _harness("report", str(out), timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(out / "signoff.html")
+    after = json.loads((out / "summary.json").read_text())
+    assert after["verdict"] == before["verdict"] and after["results"] == before["results"]
+    # Re-rendering does not attach the evidence twice.
+    for p in (out / "allure-results").glob("*-result.json"):
+        names = [a["name"] for a in json.loads(p.read_text()).get("attachments", [])]
+        assert names.count("dra-harness evidence") <= 1
+
+
+def test_no_report_file_holds_a_secret_of_the_kubeconfig(small_cluster, tmp_path):
+    """Existing-cluster path with every credential embedded in the kubeconfig, plus a token user."""
+    config = yaml.safe_load(small_cluster.kubeconfig.read_text())
+    secrets: list[str] = []
+
+    def embed(section: dict, key: str) -> None:
+        raw = Path(section.pop(key)).read_bytes()
+        section[f"{key}-data"] = base64.b64encode(raw).decode()
+        secrets.append(section[f"{key}-data"])
+        secrets.extend(line for line in raw.decode().splitlines() if len(line) >= 40 and "-----" not in line)
+
+    embed(config["clusters"][0]["cluster"], "certificate-authority")
+    embed(config["users"][0]["user"], "client-certificate")
+    embed(config["users"][0]["user"], "client-key")
+    token = "dra" + base64.b32encode(os.urandom(20)).decode().lower()
+    config["users"].append({"name": "ci-bot", "user": {"token": token}})
+    config["contexts"].append({"name": "ci-bot", "context": {"cluster": config["clusters"][0]["name"], "user": "ci-bot"}})
+    secrets.append(token)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    out = tmp_path / "run"
+    proc = _harness("run", "--cluster", "existing", "--kubeconfig", str(kubeconfig), "--report-dir", str(out), "-k", "inventory")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    assert _leaks(files, secrets) == []
+    # Control: the scan finds a secret planted in a copy of a report file.
+    planted = tmp_path / "planted.json"
+    planted.write_text((out / "summary.json").read_text() + secrets[-1])
+    assert _leaks([planted], secrets) == [str(planted)]
+    fp = json.loads((out / "summary.json").read_text())["fingerprint"]
+    assert fp["provider"] == "existing" and fp["feature_gates"]["components"].keys() == {"kube-apiserver"}
+
+
+def _leaks(files: list[Path], secrets: list[str]) -> list[str]:
+    return [str(p) for p in files if b"PRIVATE KEY" in p.read_bytes() or any(x.encode() in p.read_bytes() for x in secrets)]
+
+
+def test_an_interrupted_run_leaves_a_report_marked_incomplete(binaries, tmp_path):
+    out = tmp_path / "run"
+    log = tmp_path / "stdout"
+    proc = subprocess.Popen([sys.executable, "-m", "dra_harness.cli", "run", "--report-dir", str(out), "--nodes", "1",
+                             "--gpus-per-node", "2"], cwd=ROOT, stdout=log.open("w"), stderr=(tmp_path / "stderr").open("w"))
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "fingerprint.json").exists() or not (out / "evidence.jsonl").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached its suites"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verdict"] == "INCOMPLETE" and not summary["complete"]
+    assert summary["exit_code"] == 130, (tmp_path / "stderr").read_text()[-2000:]
+    assert "Verdict: INCOMPLETE" in (out / "signoff.html").read_text()
+    assert log.read_text().strip().splitlines()[-1] == str(out / "signoff.html")
+    assert not LocalCluster(f"run-{summary['run_id']}").exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"dra-harness-{summary['run_id']}*"))

@@ -1,0 +1,136 @@
+"""kind configs: each committed file is the gate table's row for its release, and the release knows every entry."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dra_harness.components import catalog
+from dra_harness.kind import config as kind_config
+from dra_harness.kind import provider
+from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.local import gates
+
+VERSIONS = catalog.KUBERNETES_VERSIONS
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_version_has_a_committed_config_rendered_from_the_table(version):
+    path = kind_config.path_for(version)
+    assert path.exists(), f"{path} missing: run `dra-harness components gates`"
+    assert path.read_text() == kind_config.dump(kind_config.render(version), version), (
+        f"{path.name} drifted from gates.json: run `dra-harness components gates`"
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gates_and_runtime_config_match_the_version_table(version):
+    cfg = kind_config.load(version)
+    row = gates.for_version(version)
+    assert cfg["kind"] == "Cluster" and cfg["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    assert cfg["featureGates"] == row["feature_gates"]
+    assert all(v is True for v in cfg["featureGates"].values())
+    # A locked gate set explicitly is a start-up failure on some releases: never set one.
+    assert set(cfg["featureGates"]).isdisjoint(row["dra_gates_locked_on"])
+    assert "DynamicResourceAllocation" not in cfg["featureGates"]
+    assert cfg["runtimeConfig"] == {gv: "true" for gv in row["runtime_config"]}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_nodes_run_the_release_with_cdi_and_workers_are_disruptable(version):
+    cfg = kind_config.load(version)
+    roles = [n["role"] for n in cfg["nodes"]]
+    assert roles[0] == "control-plane" and roles.count("worker") == kind_config.DEFAULT_WORKERS
+    assert {n["image"] for n in cfg["nodes"]} == {f"kindest/node:v{version}"}
+    assert all(n["labels"] == {DISRUPTABLE_LABEL: "true"} for n in cfg["nodes"] if n["role"] == "worker")
+    patch = tomllib.loads(cfg["containerdConfigPatches"][0])
+    assert patch["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] is True
+
+
+def test_the_worker_count_and_node_image_can_be_chosen():
+    cfg = kind_config.for_cluster("1.36.3", workers=4, image="example.com/node:dev")
+    assert [n["role"] for n in cfg["nodes"]] == ["control-plane"] + ["worker"] * 4
+    assert {n["image"] for n in cfg["nodes"]} == {"example.com/node:dev"}
+    # No YAML anchors: kind's decoder is strict and people read these files.
+    assert "&id" not in yaml.safe_dump(cfg)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (the release source comes from the module cache)")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_gate_and_group_version_is_known_to_the_release(version):
+    """Read from the release's own source, independently of the committed table."""
+    from dra_harness.components.gomod import go
+
+    source = Path(json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}"))["Dir"])
+    minor = int(version.split(".")[1])
+    known = gates.parse_gates((source / "pkg/features/kube_features.go").read_text(), minor)
+    cfg = kind_config.load(version)
+    for gate in cfg["featureGates"]:
+        assert gate in known, f"{gate} is not a gate of Kubernetes {version}"
+        assert not known[gate].locked, f"{gate} is locked in {version}"
+        assert known[gate].prerelease != "Deprecated", f"{gate} is deprecated in {version}"
+    served = {
+        "resource.k8s.io": gates.served_versions((source / "pkg/registry/resource/rest/storage_resource.go").read_text()),
+        "scheduling.k8s.io": gates.served_versions((source / "pkg/registry/scheduling/rest/storage_scheduling.go").read_text()),
+    }
+    for gv in cfg["runtimeConfig"]:
+        group, version_name = gv.split("/")
+        assert version_name in served[group], f"{gv} is not served by Kubernetes {version}"
+
+
+# -- driver install inputs (pure) --------------------------------------------------------
+def test_manifests_get_the_image_and_kubelet_root(tmp_path):
+    template = tmp_path / "driver.yaml"
+    template.write_text(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d, namespace: n}\n"
+        "spec:\n  template:\n    spec:\n      containers: [{name: p, image: '${DRIVER_IMAGE}'}]\n"
+        "      volumes: [{name: r, hostPath: {path: '${KUBELET_ROOT}/plugins'}}]\n"
+        "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n"
+    )
+    docs = provider.render_manifests("img:v1", "/var/lib/kubelet", template)
+    assert [d["kind"] for d in docs] == ["DaemonSet", "Namespace"]
+    pod = docs[0]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "img:v1"
+    assert pod["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/plugins"
+
+
+def test_an_unknown_placeholder_is_one_line(tmp_path):
+    template = tmp_path / "driver.yaml"
+    template.write_text("image: ${DRIVER_IMAGE}\ncdi: ${CDI_ROOT}\nx: ${NODE_COUNT}\n")
+    with pytest.raises(provider.KindError, match=r"^driver.yaml: placeholders left unfilled: NODE_COUNT$"):
+        provider.render_manifests("img:v1", "/var/lib/kubelet", template)
+
+
+def test_the_kept_manifests_render_for_kind():
+    if not provider.MANIFESTS.exists():
+        pytest.skip(f"{provider.MANIFESTS} is not in this checkout (it comes with the real-kubelet work, issue #7)")
+    docs = provider.with_device_count(provider.render_manifests(provider.LOCAL_DRIVER_IMAGE), 3)
+    daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert daemonsets
+    text = yaml.safe_dump_all(docs)
+    assert provider.LOCAL_DRIVER_IMAGE in text and "/var/lib/kubelet/plugins" in text and "${" not in text
+    for container in daemonsets[0]["spec"]["template"]["spec"]["containers"]:
+        assert {"name": "NUM_DEVICES", "value": "3"} in container["env"]
+
+
+def test_the_device_count_replaces_or_adds_the_env_entry():
+    ds = {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": [
+        {"name": "a", "env": [{"name": "NUM_DEVICES", "value": "8"}]}, {"name": "b"}]}}}}
+    provider.with_device_count([ds, {"kind": "Namespace"}], 2)
+    envs = [c["env"] for c in ds["spec"]["template"]["spec"]["containers"]]
+    assert envs == [[{"name": "NUM_DEVICES", "value": "2"}], [{"name": "NUM_DEVICES", "value": "2"}]]
+
+
+def test_the_helm_install_sets_image_and_device_count(tmp_path):
+    spec = provider.KindSpec(driver_image="registry.local:5000/driver:v9", gpus_per_node=4)
+    argv = provider.helm_command(tmp_path / "kc", spec)
+    assert argv[:5] == ["helm", "upgrade", "--install", "dra-example-driver", provider.DEFAULT_CHART]
+    sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    assert "image.repository=registry.local:5000/driver" in sets and "image.tag=v9" in sets
+    assert "kubeletPlugin.numDevices=4" in sets
+    assert argv[argv.index("--version") + 1] == catalog.EXAMPLE_DRIVER_VERSION

@@ -1,0 +1,170 @@
+"""The sign-off report's logic on synthetic run directories: render, design record, redaction."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dra_harness.cli import main
+from dra_harness.report import write_report
+from dra_harness.report.design import DesignFileError, load_design
+from dra_harness.report.files import redact
+from dra_harness.report.fingerprint import feature_gates, parse_feature_metrics
+from dra_harness.report.summary import RunDirError, build_summary
+from tests.unit.report_runs import make_run
+
+EXAMPLE_DESIGN = Path(__file__).resolve().parents[2] / "fixtures/designs/example.yaml"
+
+
+def test_the_html_report_is_one_self_contained_file_with_embedded_plots(tmp_path):
+    run = make_run(tmp_path / "run")
+    html = write_report(run).read_text()
+    assert "Verdict: PASS" in html
+    # No external asset of any kind: every image is a data URI, no stylesheet or script is fetched.
+    assert not re.search(r"""(src|href)=["'](https?:|//)""", html)
+    assert "<link" not in html and "<script" not in html
+    images = re.findall(r'<img[^>]+src="([^"]+)"', html)
+    assert len(images) >= 4 and all(src.startswith("data:image/png;base64,") for src in images)
+    # The contention comparison: every tier of every design, and the preemption verdict.
+    assert html.count("inference-vs-training") >= 4 and "no device was freed by preemption" in html
+    summary = json.loads((run / "summary.json").read_text())
+    assert {"fingerprint", "results", "findings", "measurements", "concerns", "vendor_questions"} <= set(summary)
+    assert [f for f in summary["findings"] if "interactive misses" in f["message"]]
+
+
+def test_without_contention_results_the_report_says_contention_not_run(tmp_path):
+    run = make_run(tmp_path / "run", contention_scale=None)
+    html = write_report(run).read_text()
+    assert "Contention not run" in html
+    assert "Contention not run" in (run / "signoff.md").read_text()
+
+
+def test_a_malformed_contention_file_is_reported_not_guessed(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / "contention" / "broken-shared.json").write_text(json.dumps({"scenario": "broken"}))
+    (run / "contention" / "inference-vs-training-shared-raw.json").write_text(json.dumps({"jobs": []}))
+    summary = build_summary(run)
+    assert len(summary["contention"]["unreadable"]) == 1  # the raw samples beside a result are not a result
+    assert summary["contention"]["unreadable"][0]["file"] == "contention/broken-shared.json"
+    assert "missing" in summary["contention"]["unreadable"][0]["problem"]
+
+
+def test_a_run_that_did_not_finish_is_marked_incomplete(tmp_path):
+    run = make_run(tmp_path / "run", complete=False)
+    assert build_summary(run)["verdict"] == "INCOMPLETE"
+    assert "Verdict: INCOMPLETE" in write_report(run).read_text()
+
+
+def test_a_failed_check_fails_the_verdict_and_becomes_a_finding(tmp_path):
+    tests = [("allocation", "test_a_capacity_selector_is_honoured", "failed", 1.0, [])]
+    summary = build_summary(make_run(tmp_path / "run", tests=tests, contention_scale=None))
+    assert summary["verdict"] == "FAIL"
+    assert summary["findings"][0]["severity"] == "failure" and "assert 3 == 4" in summary["findings"][0]["message"]
+
+
+def test_not_a_run_directory_is_one_line_error(tmp_path):
+    with pytest.raises(RunDirError, match="not a run directory"):
+        build_summary(tmp_path)
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    # (rich wraps the one line at the test terminal's width)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is not a run directory" in " ".join(result.output.split())
+
+
+def test_the_design_record_is_compared_point_by_point(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / "design.json").write_text(json.dumps(load_design(EXAMPLE_DESIGN)))
+    points = {p["point"]: p for p in build_summary(run)["design"]["comparison"]}
+    assert points["sharing mode"]["status"] == "consistent"
+    assert points["class interactive"]["status"] == "consistent"  # reserved design: p95 45 s <= 5 m
+    assert points["preemption"]["status"] == "consistent"
+    # The same run with waits x10 contradicts the interactive class's 5 minutes.
+    slow = make_run(tmp_path / "slow", contention_scale=10)
+    (slow / "design.json").write_text(json.dumps(load_design(EXAMPLE_DESIGN)))
+    points = {p["point"]: p for p in build_summary(slow)["design"]["comparison"]}
+    assert points["class interactive"]["status"] == "contradicted"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sharingMode": "sometimes"}, "sharingMode: 'sometimes' is not one of"),
+        ({"workloadClasses": []}, "workloadClasses: [] should be non-empty"),
+        ({"workloadClasses": [{"name": "a", "priority": 1, "tolerableWait": "soon"}]}, "workloadClasses/0/tolerableWait"),
+        ({"poolDesign": {"kind": "reserved", "reservedDevices": -1}}, "poolDesign/reservedDevices"),
+        ({"extra": 1}, "Additional properties are not allowed"),
+        ({"workloadClasses": [{"name": "a", "priority": 1, "tolerableWait": "1m"}] * 2}, "a class name appears twice"),
+    ],
+)
+def test_an_invalid_design_file_is_rejected_in_one_line(tmp_path, change, message):
+    data = {**yaml.safe_load(open(EXAMPLE_DESIGN)), **change}
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(DesignFileError) as e:
+        load_design(path)
+    assert message in str(e.value) and "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+def test_run_rejects_a_bad_design_file_before_starting_anything(tmp_path):
+    bad = tmp_path / "d.yaml"
+    bad.write_text("name: [unclosed\n")
+    result = CliRunner().invoke(main, ["run", "--design-file", str(bad), "--report-dir", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "is not valid YAML" in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_feature_gates_come_from_the_metric_and_say_unknown_when_unreadable():
+    text = (
+        '# TYPE kubernetes_feature_enabled gauge\n'
+        'kubernetes_feature_enabled{name="DRADeviceTaints",stage="BETA"} 1\n'
+        'kubernetes_feature_enabled{name="DRAConsumableCapacity",stage="ALPHA"} 0\n'
+        'kubernetes_feature_enabled{name="DynamicResourceAllocation",stage=""} 1\n'
+        'kubernetes_feature_enabled{name="SidecarContainers",stage=""} 1\n'
+    )
+    assert parse_feature_metrics(text) == {
+        "DRAConsumableCapacity": {"enabled": False, "stage": "ALPHA"},
+        "DRADeviceTaints": {"enabled": True, "stage": "BETA"},
+        "DynamicResourceAllocation": {"enabled": True, "stage": "GA"},
+    }
+    # A gate counts as on only where every readable component has it on.
+    read = feature_gates({"a": lambda: text, "b": lambda: text.replace('"DRADeviceTaints",stage="BETA"} 1', '"DRADeviceTaints",stage="BETA"} 0')})
+    assert read["enabled"] == ["DynamicResourceAllocation"]
+
+    def forbidden() -> str:
+        raise PermissionError("403 Forbidden: /metrics")
+
+    unknown = feature_gates({"kube-apiserver": forbidden})
+    assert unknown["status"] == "unknown" and "403 Forbidden" in unknown["reason"]
+
+
+def test_secrets_are_blanked_whatever_their_form():
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
+    text = redact(f"a {key} b Authorization: Bearer abcdefghijklmnop --token=sekret123456 client-key-data: QUJDREVGR0g=")
+    for secret in ("MIIEpAIBAAKCAQEA7", "abcdefghijklmnop", "sekret123456", "QUJDREVGR0g="):
+        assert secret not in text
+
+
+def test_a_reused_report_dir_keeps_nothing_of_the_previous_run(tmp_path):
+    from dra_harness.report.summary import start_run
+
+    run = make_run(tmp_path / "run")
+    (run / "notes.txt").write_text("mine")
+    start_run(run, "second", ["dra-harness", "run"], None)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["run_id"] == "second" and summary["results"] == [] and summary["verdict"] == "INCOMPLETE"
+    assert not (run / "contention").exists() and (run / "notes.txt").read_text() == "mine"
+
+
+def test_a_direct_pytest_run_renders_from_its_junit_and_evidence(tmp_path):
+    run = make_run(tmp_path / "run", contention_scale=None)
+    (run / "run.json").unlink()
+    (run / "fingerprint.json").unlink()
+    summary = build_summary(run)
+    assert summary["verdict"] == "PASS" and summary["fingerprint"] == {"error": "no fingerprint recorded"}
+    assert "Verdict: PASS" in write_report(run).read_text()

@@ -1,0 +1,130 @@
+"""The pre-upgrade gate: which differences between two runs fail it, and which are only reported."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from dra_harness.cli import main
+from dra_harness.report.diff import Thresholds, compare, load, normalise
+from dra_harness.report.summary import build_summary
+from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
+
+
+def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None):
+    base = build_summary(make_run(tmp_path / "base", **(base_kw or {})))
+    cand = build_summary(make_run(tmp_path / "cand", **(cand_kw or {})))
+    return compare(base, cand, thresholds or Thresholds())
+
+
+def test_identical_runs_pass_the_gate(tmp_path):
+    d = _diff(tmp_path)
+    assert not d.failed and d.regressions == [] and d.changes == []
+
+
+def test_an_upgrade_that_changes_gates_and_apis_but_breaks_nothing_passes_and_lists_the_changes(tmp_path):
+    d = _diff(tmp_path,
+              base_kw={"k8s": "v1.36.3", "gates": ["DRADeviceTaints", "DRAPrioritizedList"], "taint_versions": ("v1alpha3",)},
+              cand_kw={"k8s": "v1.37.2", "gates": ["DRADeviceTaints", "DRADerivedAttributes"], "taint_versions": ("v1beta2",)})
+    assert not d.failed
+    assert "Kubernetes v1.36.3 -> v1.37.2" in d.changes
+    assert "feature gate DRADerivedAttributes: on in candidate only" in d.changes
+    assert "feature gate DRAPrioritizedList: on in base only" in d.changes
+    assert "DeviceTaintRule served in: v1alpha3 -> v1beta2" in d.changes
+
+
+def test_a_check_that_newly_fails_is_a_regression(tmp_path):
+    failing = [(m, n, "failed" if "no_execute" in n else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
+    d = _diff(tmp_path, cand_kw={"tests": failing})
+    assert d.failed and any("new failure" in r and "no_execute_taint" in r for r in d.regressions)
+
+
+def test_a_check_that_becomes_skipped_is_a_behaviour_change_not_a_regression(tmp_path):
+    skipped = [(m, n, "skipped" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
+    d = _diff(tmp_path, cand_kw={"tests": skipped, "taint_versions": ()})
+    assert not d.failed
+    assert any(c.startswith("behaviour changed:") and "passed -> skipped" in c and "DeviceTaintRule" in c for c in d.changes)
+    assert "DeviceTaintRule served in: v1beta2 -> none" in d.changes
+
+
+def test_contention_waits_regress_only_beyond_both_thresholds(tmp_path):
+    # +10 %: under the 25 % default.
+    assert not _diff(tmp_path / "a", cand_kw={"contention_scale": 1.1}).failed
+    # +50 %: a regression (p95 of several tiers grew by more than 25 % and 60 s) ...
+    d = _diff(tmp_path / "b", cand_kw={"contention_scale": 1.5})
+    assert d.failed and any("wait_p95" in r for r in d.regressions)
+    assert any("tier training now misses" in r for r in d.regressions)
+    # ... unless the thresholds allow it; a tier that newly misses its tolerable wait still fails.
+    loose = _diff(tmp_path / "c", cand_kw={"contention_scale": 1.5}, thresholds=Thresholds(max_wait_increase=1.0))
+    assert not any("wait_p95" in r for r in loose.regressions)
+    assert loose.failed and all("now misses" in r for r in loose.regressions)
+
+
+def test_a_timing_regresses_only_beyond_both_thresholds(tmp_path):
+    def with_eviction(seconds):
+        return [(m, n, o, s, [{"evicted_after_s": seconds}] if "no_execute" in n else r) for m, n, o, s, r in DEFAULT_TESTS]
+
+    assert not _diff(tmp_path / "a", base_kw={"tests": with_eviction(1.5)}, cand_kw={"tests": with_eviction(2.4)}).failed  # +0.9 s
+    d = _diff(tmp_path / "b", base_kw={"tests": with_eviction(1.5)}, cand_kw={"tests": with_eviction(4.0)})
+    assert d.failed and any("evicted_after_s" in r for r in d.regressions)
+    assert not _diff(tmp_path / "c", base_kw={"tests": with_eviction(1.5)}, cand_kw={"tests": with_eviction(4.0)},
+                     thresholds=Thresholds(min_delta_s=5.0)).failed
+
+
+def test_an_incomplete_candidate_cannot_pass(tmp_path):
+    assert _diff(tmp_path, cand_kw={"complete": False}).failed
+
+
+def test_a_change_in_preemption_is_reported(tmp_path):
+    d = _diff(tmp_path, cand_kw={"freed_by_preemption": True})
+    assert any("preemption freed a device: False -> True" in c for c in d.changes)
+
+
+def test_the_diff_command_exits_non_zero_only_on_a_regression(tmp_path):
+    base = make_run(tmp_path / "base", k8s="v1.36.3", gates=["DRAPrioritizedList"])
+    same = make_run(tmp_path / "same")
+    slow = make_run(tmp_path / "slow", contention_scale=1.5)
+    ok = CliRunner().invoke(main, ["diff", str(base), str(same)])
+    assert ok.exit_code == 0, ok.output
+    assert "feature gate DRAPrioritizedList: on in base only" in ok.output and "no regression" in ok.output
+    bad = CliRunner().invoke(main, ["diff", str(base), str(slow)])
+    assert bad.exit_code == 1 and "REGRESSION" in bad.output
+    loose = CliRunner().invoke(main, ["diff", str(base), str(slow), "--max-wait-increase", "1", "--min-wait-delta", "100000"])
+    assert "wait_p95" not in "".join(line for line in loose.output.splitlines() if line.startswith("  - "))
+    missing = CliRunner().invoke(main, ["diff", str(base), str(tmp_path / "nope")])
+    assert missing.exit_code == 2
+
+
+def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):
+    run = make_run(tmp_path / "run")
+    assert not (run / "summary.json").exists()
+    assert load(run)["verdict"] == "PASS"
+
+
+# Summaries recorded from real runs on the embedded cluster (4 nodes x 8 devices), every suite:
+#   ./harness run --k8s-version 1.36.3 --report-dir ...   and the same with 1.37.2.
+RECORDED = DATA / "recorded"
+
+
+def test_the_recorded_upgrade_from_1_36_3_to_1_37_2_shows_its_real_differences_and_passes():
+    d = compare(load(RECORDED / "summary-1.36.3.json"), load(RECORDED / "summary-1.37.2.json"))
+    assert not d.failed, d.regressions
+    assert "Kubernetes v1.36.3 -> v1.37.2" in d.changes
+    assert "feature gate DRADeviceTaintRules: BETA -> GA" in d.changes
+    assert "feature gate DRADerivedAttributes: on in candidate only" in d.changes
+    assert "DeviceTaintRule served in: v1alpha3, v1beta2 -> v1, v1alpha3, v1beta2" in d.changes
+    # 1.36's scheduler said "still not schedulable"; 1.37's does not. Generated names and times do not count.
+    behaviour = [c for c in d.changes if c.startswith("behaviour changed")]
+    assert behaviour and all("still not schedulable" in c or "no new claims to deallocate" in c for c in behaviour)
+
+
+def test_the_recorded_upgrade_fails_the_gate_once_the_thresholds_are_tight():
+    d = compare(load(RECORDED / "summary-1.36.3.json"), load(RECORDED / "summary-1.37.2.json"),
+                Thresholds(max_slowdown=0.2, min_delta_s=0.2))
+    assert d.failed and all(r.startswith("timing ") for r in d.regressions)
+    assert any("devices_free_after_s" in r for r in d.regressions)
+
+
+def test_generated_names_and_times_are_not_behaviour():
+    assert normalise('claim "gpu-x5pdq" at 2026-11-29T20:15:03Z, class no-such-class-20475') == \
+        'claim "gpu-<id>" at <time>, class no-such-class-<id>'
+    assert normalise("gpu-node-0 cannot allocate all claims") == "gpu-node-0 cannot allocate all claims"
