@@ -296,8 +296,8 @@ def bench_build(k8s_version: str) -> None:
 @click.option("--allow-disruptive", is_flag=True, help="Let disruptive tests touch labelled nodes of an existing cluster.")
 @click.option("--dry-run", is_flag=True, help="Disruptive tests list what they would touch and touch nothing.")
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
-@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
-              help="Embedded cluster: nodes with a real kubelet (default: 1 where possible, else 0 with the reason).")
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=0, show_default=True,
+              help="Embedded cluster: nodes with a real kubelet and containerd, for the container-level checks (root).")
 @click.option("--design-file", type=click.Path(dir_okay=False), help="YAML design record to compare with the run (see fixtures/designs/).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
