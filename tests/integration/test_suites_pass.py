@@ -32,7 +32,8 @@ def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
     lines = [json.loads(line) for line in (tmp_path / "evidence.jsonl").read_text().splitlines()]
     assert {line["outcome"] for line in lines} <= {"passed", "skipped"}
     assert sum(line["outcome"] == "passed" for line in lines) >= 25
-    assert _leftovers() == before, f"left behind: {sorted(_leftovers() - before)}"
+    # Only new entries count: an earlier test's cluster may still be finishing its own teardown.
+    assert not _leftovers() - before, f"left behind: {sorted(_leftovers() - before)}"
 
 
 def _leftovers() -> set[str]:
