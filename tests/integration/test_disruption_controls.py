@@ -68,7 +68,11 @@ def test_without_allow_disruptive_an_existing_cluster_is_not_touched(small_clust
     kube = small_cluster.kube()
 
     def snapshot():
-        nodes = {n["metadata"]["name"]: (n["spec"].get("unschedulable"), n["spec"].get("taints")) for n in kube.list(rest.NODES)}
+        # node.kubernetes.io/* taints come and go with node health (the lifecycle controller's, not ours);
+        # a cordon shows in spec.unschedulable.
+        nodes = {n["metadata"]["name"]: (n["spec"].get("unschedulable"),
+                                         [t for t in n["spec"].get("taints") or [] if not t["key"].startswith("node.kubernetes.io/")])
+                 for n in kube.list(rest.NODES)}
         drivers = {t.name: t.pid for t in small_cluster.supervisor.tracked() if t.name.startswith("driver-")}
         slices = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in kube.list(rest.RESOURCE_SLICES)}
         return nodes, drivers, slices
