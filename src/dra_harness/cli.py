@@ -286,5 +286,10 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
     sys.exit(code)
 
 
+from .contention.cli import bench_allocation, contention  # noqa: E402
+
+main.add_command(contention)
+bench.add_command(bench_allocation)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
