@@ -38,7 +38,7 @@ class Cli(click.Group):
             return super().invoke(ctx)
         except EXPECTED as e:
             first, _, rest = str(e).strip().partition("\n")
-            err.print(f"[red]error:[/] {escape(first)}", highlight=False)
+            err.print(f"[red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
             if rest and isinstance(e, (builder.BuildError, ClusterError)):
                 # Build and start-up failures end with the tail of the failing log.
                 err.print(rest, highlight=False, markup=False)

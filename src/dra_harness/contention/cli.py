@@ -28,7 +28,7 @@ from . import runner
 from .scenario import DESIGNS, load
 from .topology import Topology
 
-console = Console()
+console = Console(width=None if Console().is_terminal else 130)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ def wait_cdf(path: Path, title: str, waits: dict[str, list[float]], tolerable: d
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
