@@ -16,7 +16,13 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ..components import build as builder
@@ -25,7 +31,7 @@ from ..kube.rest import Kube
 from ..local.cluster import ClusterError, ClusterSpec, LocalCluster
 from . import bench as bench_mod
 from . import runner
-from .scenario import DESIGNS, load
+from .scenario import DESIGNS, load, seconds
 from .topology import Topology
 
 console = Console(width=None if Console().is_terminal else 130)
@@ -106,7 +112,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
             probe_result = None
             if probe and sc.probe.get("enabled", True):
                 with console.status("preemption probe: every device held by low priority, then one high-priority job"):
-                    probe_result = runner.preemption_probe(kube, topo)
+                    probe_result = runner.preemption_probe(kube, topo, low_run_s=seconds(sc.probe.get("low_duration", 20)))
                 console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
                               f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
                               f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
@@ -114,7 +120,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 with _progress() as bar:
                     task = bar.add_task(f"{sc.name} / {design}: jobs settled", total=sc.jobs_total)
                     results.append(runner.run_design(kube, topo, design, out, version, probe_result,
-                                                     progress=lambda d, n, total: bar.update(task, completed=n)))
+                                                     progress=lambda d, n, total, task=task: bar.update(task, completed=n)))
         finally:
             topo.delete()
     print_table(results)

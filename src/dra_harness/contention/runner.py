@@ -86,7 +86,7 @@ def _loadgen(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeou
 
 def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str,
                probe: dict | None = None, progress: Progress | None = None,
-               inject: Callable[[list[Job], list[dict]], None] | None = None) -> dict:
+               inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0) -> dict:
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
     ``inject`` may alter the pod bodies before they are sent (negative controls).
@@ -118,7 +118,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
                 r.created = min(r.created or s["answered"], s["answered"])
         work = sum(sc.wall(j.duration_s) * j.devices for j in jobs) / sc.total_devices
         longest = max(sc.wall(j.duration_s) for j in jobs)
-        deadline = time.monotonic() + max(0.0, t0 - time.time()) + last + work + longest + 60
+        deadline = time.monotonic() + max(0.0, t0 - time.time()) + last + work + longest + grace_s
         names = {j.name for j in jobs if answered.get(j.name, {}).get("status") in (201, 409)}
         phases["arrivals_s"] = round(time.monotonic() - started, 1)
         rec.wait_settled(names, deadline, progress=(lambda d: progress(design, d, len(jobs))) if progress else None)

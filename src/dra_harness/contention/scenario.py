@@ -233,7 +233,7 @@ def parse(raw: Any, file: str) -> Scenario:
             raise _fail(file, "cluster.node_groups", f"no group serves tier(s) {', '.join(sorted(set(names) - served))}")
     elif "pools" in designs:
         raise _fail(file, "designs.pools", "the pools design needs cluster.node_groups")
-    for tier, count in (designs.get("reserved") or {}).get("devices", {}).items():
+    for tier in (designs.get("reserved") or {}).get("devices", {}):
         if tier not in names:
             raise _fail(file, f"designs.reserved.devices.{tier}", f"unknown tier {tier!r} (tiers: {', '.join(names)})")
     reserved = sum((designs.get("reserved") or {}).get("devices", {}).values())
