@@ -52,7 +52,7 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
     if cluster.provider != "local":
         pytest.skip("contention adds simulated (KWOK) nodes; only the embedded cluster runs KWOK")
     sc: Scenario = load(request.param)
-    topo = Topology(cluster.kube, sc, f"{run_id}{abs(hash(request.node.nodeid)) % 1000:03d}")
+    topo = Topology(cluster.kube, sc, run_id)
     try:
         topo.create()
         yield topo
@@ -104,6 +104,7 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
     )
     assert (out / result["plots"]["wait_cdf"]).is_file() and (out / result["plots"]["utilisation"]).is_file()
     assert_every_job_accounted_for(result)
+    assert not result["design_violations"], f"the allocator left the {design} design: {result['design_violations']}"
 
 
 @pytest.mark.parametrize("topology", [ROOT / "fixtures" / "contention" / "small.yaml"], indirect=True, ids=["small"])

@@ -106,3 +106,22 @@ def test_utilisation_and_idle_reserved_capacity():
     assert util["samples"][1][0] == 5.0  # scenario seconds
     # gpu-0 reserved: held 1 of 2 wall seconds -> 1 s idle x 10 = 10 scenario device-seconds
     assert metrics.idle_reserved(holds, {"n/gpu-0"}, 0.0, 2.0, 10.0) == 10.0
+
+
+def test_designs_select_devices_by_published_attributes():
+    from dra_harness.contention.topology import Topology
+
+    sc = load(ROOT / "fixtures" / "contention" / "small.yaml")  # 2 nodes x 8; hi reserves 4; groups a (hi), b (lo)
+    topo = Topology(None, sc, "run1", tag="t1")  # type: ignore[arg-type]
+    assert [d.group for d in topo.devices] == ["a"] * 8 + ["b"] * 8
+    assert topo.reserved_ranges("reserved") == {"hi": (0, 4)}
+    assert "ordinal'] " not in topo.selector("reserved", "lo")
+    assert topo.selector("reserved", "lo").endswith("ordinal >= 4)")
+    assert "ordinal >= 0 && device.attributes['contention.dra-harness.io'].ordinal < 4" in topo.selector("reserved", "hi")
+    assert topo.selector("pools", "hi").endswith("nodeGroup in ['a']")
+    assert "ordinal" not in topo.selector("shared", "hi") and "nodeGroup" not in topo.selector("shared", "hi")
+    lo_dev, hi_dev = topo.devices[0], topo.devices[8]   # reserved for hi / common
+    assert topo.allows("reserved", "hi", lo_dev) and not topo.allows("reserved", "lo", lo_dev)
+    assert topo.allows("reserved", "lo", hi_dev) and not topo.allows("pools", "hi", hi_dev)
+    assert topo.violations("reserved", {"lo-0": ("lo", [f"{lo_dev.node}/{lo_dev.name}"])}) == [
+        f"lo-0 (lo) got {lo_dev.node}/{lo_dev.name}"]

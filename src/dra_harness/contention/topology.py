@@ -22,6 +22,7 @@ Nodes carry a NoSchedule taint of the run, so no other test's pod lands on them.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from ..kube import builders, rest
@@ -52,9 +53,10 @@ def _attr(name: str) -> str:
 class Topology:
     """Nodes and slices for one scenario on one cluster, keyed by a short run tag."""
 
-    def __init__(self, kube: Kube, scenario: Scenario, run_id: str) -> None:
+    def __init__(self, kube: Kube, scenario: Scenario, run_id: str, tag: str | None = None) -> None:
         self.kube, self.scenario, self.run_id = kube, scenario, run_id
-        self.tag = run_id[:8]
+        # Names of nodes and classes; unique per topology, since a deleted node may linger a moment.
+        self.tag = tag or f"{run_id[:4]}{uuid.uuid4().hex[:4]}"
         groups = [(g.name, g.nodes) for g in scenario.node_groups] or [("all", scenario.nodes)]
         self.devices: list[Device] = []
         self.node_group: dict[str, str] = {}
@@ -133,6 +135,23 @@ class Topology:
             groups = [g.name for g in self.scenario.node_groups if tier in g.tiers]
             return f"{base} && {_attr('nodeGroup')} in [{', '.join(repr(g) for g in groups)}]"
         return base
+
+    def allows(self, design: str, tier: str, device: Device) -> bool:
+        """What :meth:`selector` means, in Python: checks that the allocator kept to the design."""
+        if design == "reserved":
+            ranges = self.reserved_ranges(design)
+            common = max((hi for _, hi in ranges.values()), default=0)
+            lo, hi = ranges.get(tier, (0, 0))
+            return device.ordinal >= common or lo <= device.ordinal < hi
+        if design == "pools":
+            return any(tier in g.tiers and g.name == device.group for g in self.scenario.node_groups)
+        return True
+
+    def violations(self, design: str, held: dict[str, tuple[str, list[str]]]) -> list[str]:
+        """Jobs (name -> (tier, ["node/device"])) that got a device their tier's class excludes."""
+        by_key = {f"{d.node}/{d.name}": d for d in self.devices}
+        return [f"{job} ({tier}) got {dev}" for job, (tier, devs) in sorted(held.items()) for dev in devs
+                if dev not in by_key or not self.allows(design, tier, by_key[dev])]
 
     def class_name(self, design: str, tier: str) -> str:
         return f"ctn-{self.tag}-{design}-{tier}"
