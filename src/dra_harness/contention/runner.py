@@ -144,6 +144,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         "wall_s": round(wall, 1), "phases_wall_s": phases, "time_compression": sc.time_compression,
         "time_unit": "scenario seconds (wall seconds x time_compression), except wall_s and *_wall_s",
         "nodes": sc.nodes, "devices": sc.total_devices, "reserved_devices": len(reserved),
+        "design_violations": topo.violations(design, {j.name: (j.tier, records[j.name].devices)
+                                                       for j in jobs if j.name in records})[:20],
         "tiers": metrics.tiers(sc, jobs, records, lost),
         "utilisation": util,
         "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, sc.time_compression),
