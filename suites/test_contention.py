@@ -70,13 +70,23 @@ def assert_every_job_accounted_for(result: dict) -> None:
 
 
 _PROBES: dict[str, dict] = {}
+#: Whether kube-scheduler frees a DRA device by preempting a lower-priority pod, per minor, as this
+#: probe observed it (v1.36.3, v1.37.2). A version that behaves otherwise fails here until the
+#: guidance built on it is revisited.
+KNOWN_PREEMPTION = {"1.36": False, "1.37": False}
 
 
 @pytest.mark.parametrize("topology", [ROOT / "scenarios" / f"{SEED}.yaml"], indirect=True, ids=[SEED])
 def test_preemption_probe_records_whether_a_device_is_freed_for_higher_priority(topology, cluster, evidence):
     probe = runner.preemption_probe(cluster.kube, topology, low_run_s=15.0)
     _PROBES[topology.scenario.name] = probe
-    evidence.record(k8s_version=cluster.server_version(), preemption_probe=probe)
+    version = cluster.server_version()
+    evidence.record(k8s_version=version, preemption_probe=probe)
+    minor = ".".join(version.lstrip("v").split(".")[:2])
+    if minor in KNOWN_PREEMPTION:
+        assert probe["freed_by_preemption"] is KNOWN_PREEMPTION[minor], (
+            f"Kubernetes {version} {'freed' if probe['freed_by_preemption'] else 'did not free'} a device by preemption; "
+            f"expected {'freed' if KNOWN_PREEMPTION[minor] else 'none freed'}: {probe}")
     assert probe["scheduler_message"], "the scheduler said nothing about the pending high-priority pod"
     if probe["freed_by_preemption"]:
         assert probe["victims"], "freed by preemption, yet no low-priority pod was a victim"

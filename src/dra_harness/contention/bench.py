@@ -34,11 +34,13 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
         "designs": {"shared": {}},
     }, "bench allocation")
     topo = Topology(kube, sc, run_id)
-    topo.create()
-    ns = _namespace(kube, topo, "bench")
-    rec = Recorder(kube, ns)
+    rec = Recorder(kube, "")
+    ns = ""
     started = time.monotonic()
     try:
+        topo.create()
+        ns = _namespace(kube, topo, "bench")
+        rec = Recorder(kube, ns)
         topo.install("shared", ns)
         rec.start()
         arrivals = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
@@ -50,7 +52,8 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
                          progress=(lambda d: progress(d)) if progress else None)
     finally:
         rec.close()
-        _drop_namespace(kube, ns)
+        if ns:
+            _drop_namespace(kube, ns)
         topo.uninstall("shared")
         topo.delete()
     with rec.lock:

@@ -54,7 +54,7 @@ class Recorder:
         self.samples: list[list] = []
         self.claim_seen: dict[str, float] = {}   # claim -> first event (its creation, as watched)
         self.claim_allocated: dict[str, float] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._follow, args=(res, handler), daemon=True)
                         for res, handler in ((rest.PODS, self._pod), (rest.RESOURCE_CLAIMS, self._claim))]
@@ -70,7 +70,8 @@ class Recorder:
     def close(self) -> None:
         self.stop.set()
         for t in self.threads:
-            t.join(15)
+            if t.ident is not None:  # started
+                t.join(15)
         now = time.time()
         with self.lock:
             for h in self.holds.values():

@@ -76,10 +76,16 @@ def _loadgen(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeou
             json.dump({"host": kube.host, "ca": cfg.ssl_ca_cert, "cert": cfg.cert_file, "key": cfg.key_file,
                        "headers": headers, "path": rest.PODS.path(namespace), "t0": t0, "timeout": timeout,
                        "users": 40, "jobs": arrivals}, f)
-        proc = subprocess.run([sys.executable, "-m", "dra_harness.contention.loadgen", str(plan_file), str(out_file)],
-                              capture_output=True, text=True, timeout=timeout + 60)
+        proc = subprocess.Popen([sys.executable, "-m", "dra_harness.contention.loadgen", str(plan_file), str(out_file)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = proc.communicate(timeout=timeout + 60)
+        finally:
+            if proc.poll() is None:  # interrupted or timed out: no job may be created after we leave
+                proc.kill()
+                proc.wait()
         if proc.returncode != 0 or not out_file.exists():
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
             raise ContentionError(f"locust load generator exited {proc.returncode}: {tail}")
         return [json.loads(line) for line in out_file.read_text().splitlines() if line.strip()]
 
