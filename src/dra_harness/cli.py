@@ -337,6 +337,10 @@ from .report_cli import diff, report  # noqa: E402 - the report commands live in
 
 main.add_command(report)
 main.add_command(diff)
+from .contention.cli import bench_allocation, contention  # noqa: E402 - so do the contention commands
+
+main.add_command(contention)
+bench.add_command(bench_allocation)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -93,6 +93,9 @@ def controller_manager(st: ClusterState, paths: Paths) -> list[str]:
         f"--root-ca-file={paths.pki.ca_cert}",
         f"--service-account-private-key-file={paths.pki.sa_key}",
         "--use-service-account-credentials=false",
+        # The default 20 QPS caps the resourceclaim controller at about 10 pods a second (contention runs).
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
         # KWOK renews node leases; 40 s is what kwokctl uses.
         "--node-monitor-grace-period=40s",
         f"--feature-gates={gates.feature_gates_flag(st.spec.k8s_version)}",
@@ -103,7 +106,7 @@ def scheduler_config(paths: Paths) -> dict:
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(paths.kubeconfig), "qps": 100, "burst": 200},
+        "clientConnection": {"kubeconfig": str(paths.kubeconfig), "qps": 200, "burst": 400},
         "leaderElection": {"leaderElect": False},
     }
 

@@ -1,0 +1,78 @@
+"""Allocation latency under churn: ResourceClaim created -> allocated, at a steady create rate.
+
+Comparable to clusterloader2's ResourceClaimAllocationLatency: pods with a claim
+template arrive at ``rate`` per second (created by locust), the resourceclaim controller
+creates each claim, kube-scheduler allocates it, the pod completes after ``hold``
+seconds and its device returns. Both ends are stamped when the watch delivers them, so
+the figure includes the watch delay (as clusterloader2's does). Devices are never the
+bottleneck unless ``rate x hold`` nears the device count (the JSON says so).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..kube.rest import Kube
+from . import metrics, plots
+from .recorder import Recorder
+from .runner import _drop_namespace, _loadgen, _namespace
+from .scenario import parse
+from .topology import Topology
+
+
+def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: int, devices_per_node: int,
+               claims: int, hold: float, out: Path, progress: Callable[[int], None] | None = None) -> dict:
+    sc = parse({
+        "name": "bench-allocation", "time_compression": 1,
+        "cluster": {"nodes": nodes, "devices_per_node": devices_per_node},
+        "tiers": [{"name": "bench", "priority": 0, "devices_per_job": 1, "tolerable_wait": 60,
+                   "arrival": {"process": "fixed", "count": claims, "interval": 1.0 / rate},
+                   "duration": {"distribution": "fixed", "value": hold}}],
+        "designs": {"shared": {}},
+    }, "bench allocation")
+    topo = Topology(kube, sc, run_id)
+    rec = Recorder(kube, "")
+    ns = ""
+    started = time.monotonic()
+    try:
+        topo.create()
+        ns = _namespace(kube, topo, "bench")
+        rec = Recorder(kube, ns)
+        topo.install("shared", ns)
+        rec.start()
+        arrivals = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
+                     "body": topo.pod("shared", f"b-{i}", "bench", hold)} for i in range(claims)]
+        t0 = time.time() + 2.0
+        sent = _loadgen(kube, ns, arrivals, t0, timeout=claims / rate + 60)
+        stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
+        rec.wait_settled({a["name"] for a in arrivals}, time.monotonic() + hold + 120,
+                         progress=(lambda d: progress(d)) if progress else None)
+    finally:
+        rec.close()
+        if ns:
+            _drop_namespace(kube, ns)
+        topo.uninstall("shared")
+        topo.delete()
+    with rec.lock:
+        lat = [rec.claim_allocated[c] - rec.claim_seen[c] for c in rec.claim_allocated if c in rec.claim_seen]
+        sends = sorted(s["sent"] for s in sent)
+        pod_to_claim = [rec.claim_seen[c] - rec.jobs[h.pod].created for c, h in
+                        ((h.claim, h) for h in rec.all_holds()) if h.pod in rec.jobs and rec.jobs[h.pod].created]
+    pct = lambda v: {k: metrics.percentile(v, q) for k, q in (("p50", 50), ("p95", 95), ("p99", 99))} | {"max": max(v) if v else None}  # noqa: E731
+    result = {
+        "bench": "allocation", "k8s_version": k8s_version, "rate": rate, "nodes": nodes,
+        "devices": nodes * devices_per_node, "claims": claims, "hold_s": hold, "allocated": len(lat),
+        "achieved_rate": (len(sends) - 1) / (sends[-1] - sends[0]) if len(sends) > 1 else 0.0,
+        "devices_in_use_expected": round(rate * hold, 1),
+        "allocation_latency_s": pct(lat), "pod_created_to_claim_created_s": pct(pod_to_claim),
+        "wall_s": round(time.monotonic() - started, 1), "loadgen": stats,
+        "plot": f"allocation-{rate:g}per-s-{nodes}nodes.png",
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    plots.wait_cdf(out / result["plot"], f"claim created -> allocated, {rate:g}/s, {nodes} nodes (k8s {k8s_version})",
+                   {"claims": lat}, None, unit=0.001, xlabel="claim created -> allocated (ms, as watched)")
+    (out / f"allocation-{rate:g}per-s-{nodes}nodes.json").write_text(json.dumps(result | {"latencies_s": lat}, indent=1))
+    return result

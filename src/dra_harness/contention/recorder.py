@@ -1,0 +1,170 @@
+"""Every job's life from watches: created, claim allocated, scheduled, running, completed.
+
+Two list+watch threads (pods, claims) in the run's namespace stamp each transition
+with the wall time the event arrived, and keep every event as a raw sample. Device
+holding intervals come from the claims' allocations, so utilisation and idle
+reserved capacity are what the allocator actually did, not what the plan intended.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..kube import rest
+from ..kube.rest import Gone, Kube, Obj, Unreachable
+
+
+@dataclass
+class JobRecord:
+    name: str
+    tier: str = ""
+    created: float | None = None
+    allocated: float | None = None
+    scheduled: float | None = None
+    running: float | None = None
+    completed: float | None = None
+    failed: float | None = None
+    deleted: float | None = None
+    node: str | None = None
+    devices: list[str] = field(default_factory=list)
+    first_message: str | None = None
+    preempted: str | None = None     # DisruptionTarget reason, e.g. PreemptionByScheduler
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Hold:
+    claim: str
+    pod: str
+    devices: list[str]
+    start: float
+    end: float | None = None
+
+
+class Recorder:
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.jobs: dict[str, JobRecord] = {}
+        self.holds: dict[str, Hold] = {}
+        self.closed: list[Hold] = []
+        self.samples: list[list] = []
+        self.claim_seen: dict[str, float] = {}   # claim -> first event (its creation, as watched)
+        self.claim_allocated: dict[str, float] = {}
+        self.lock = threading.RLock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._follow, args=(res, handler), daemon=True)
+                        for res, handler in ((rest.PODS, self._pod), (rest.RESOURCE_CLAIMS, self._claim))]
+        self.synced = [threading.Event(), threading.Event()]
+
+    def start(self) -> None:
+        for i, t in enumerate(self.threads):
+            t._sync = self.synced[i]  # type: ignore[attr-defined]
+            t.start()
+        for e in self.synced:
+            e.wait(30)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            if t.ident is not None:  # started
+                t.join(15)
+        now = time.time()
+        with self.lock:
+            for h in self.holds.values():
+                h.end = h.end or now
+
+    def job(self, name: str) -> JobRecord:
+        rec = self.jobs.get(name)
+        if rec is None:
+            rec = self.jobs[name] = JobRecord(name)
+        return rec
+
+    # -- watches ----------------------------------------------------------------
+    def _follow(self, res: rest.Resource, handler) -> None:
+        sync = threading.current_thread()._sync  # type: ignore[attr-defined]
+        version = ""
+        while not self.stop.is_set():
+            try:
+                if not version:
+                    items, version = self.kube.list_with_version(res, self.namespace)
+                    now = time.time()
+                    for obj in items:
+                        handler("ADDED", obj, now)
+                    sync.set()
+                for kind, obj in self.kube.watch(res, self.namespace, version, timeout_seconds=5):
+                    version = obj.get("metadata", {}).get("resourceVersion") or version
+                    if kind != "BOOKMARK":
+                        handler(kind, obj, time.time())
+                    if self.stop.is_set():
+                        return
+            except Gone:
+                version = ""
+            except (Unreachable, rest.ApiError):
+                time.sleep(0.5)
+
+    def _pod(self, kind: str, pod: Obj, now: float) -> None:
+        meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
+        phase = status.get("phase")
+        with self.lock:
+            rec = self.job(meta["name"])
+            rec.tier = rec.tier or meta.get("labels", {}).get("dra-harness.io/tier", "")
+            self.samples.append([round(now, 4), "pod", kind, meta["name"], phase, spec.get("nodeName")])
+            rec.created = rec.created or now
+            if spec.get("nodeName") and rec.scheduled is None:
+                rec.scheduled, rec.node = now, spec["nodeName"]
+            for c in status.get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and rec.first_message is None:
+                    rec.first_message = c.get("message", "")
+                if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+                    rec.preempted = c.get("reason", "DisruptionTarget")
+            if phase == "Running" and rec.running is None:
+                rec.running = now
+            if phase == "Succeeded" and rec.completed is None:
+                rec.completed = now
+                rec.running = rec.running or now
+            if phase == "Failed" and rec.failed is None:
+                rec.failed = now
+            if kind == "DELETED" and rec.deleted is None:
+                rec.deleted = now
+
+    def _claim(self, kind: str, claim: Obj, now: float) -> None:
+        meta = claim["metadata"]
+        key = meta["name"]
+        owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
+        alloc = (claim.get("status") or {}).get("allocation")
+        devices = [f"{r['pool']}/{r['device']}" for r in (alloc or {}).get("devices", {}).get("results", [])]
+        with self.lock:
+            self.samples.append([round(now, 4), "claim", kind, key, owner, devices])
+            self.claim_seen.setdefault(key, now)
+            if alloc:
+                self.claim_allocated.setdefault(key, now)
+            hold = self.holds.get(key)
+            if alloc and kind != "DELETED" and hold is None:
+                self.holds[key] = Hold(key, owner or "", devices, now)
+                if owner:
+                    rec = self.job(owner)
+                    rec.allocated = rec.allocated or now
+                    rec.devices = devices
+            elif hold is not None and (not alloc or kind == "DELETED"):
+                hold.end = now
+                self.closed.append(self.holds.pop(key))
+
+    # -- results ------------------------------------------------------------------
+    def all_holds(self) -> list[Hold]:
+        with self.lock:
+            return self.closed + list(self.holds.values())
+
+    def wait_settled(self, names: set[str], deadline: float, progress=None) -> None:
+        """Until every named job completed, failed or vanished, or ``deadline`` (monotonic) passes."""
+        while time.monotonic() < deadline:
+            with self.lock:
+                done = sum(1 for n in names if (r := self.jobs.get(n)) and (r.completed or r.failed or r.deleted))
+            if progress:
+                progress(done)
+            if done >= len(names):
+                return
+            time.sleep(0.25)

@@ -1,0 +1,241 @@
+"""Run one scenario under one design on a real cluster, and the preemption probe.
+
+Order of one design run: a namespace; the design's DeviceClasses, PriorityClasses and
+claim templates; the recorder's watches; locust (a separate process) creating every
+job's pod at its arrival time; then waiting until every job completed or the deadline
+passed; then the figures, JSON and raw samples; then deleting what the run made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from ..kube import rest
+from ..kube.rest import Kube
+from ..kube.waits import wait_for_object, watch_until
+from ..labels import RUN_LABEL
+from . import metrics, plots
+from .plan import Job, plan
+from .recorder import Recorder
+from .scenario import Scenario
+from .topology import NODE_LABEL, Topology
+
+Progress = Callable[[str, int, int], None]
+
+
+class ContentionError(AssertionError):
+    """A run could not be carried out (load generator failed, cluster objects missing)."""
+
+
+def _namespace(kube: Kube, topo: Topology, what: str) -> str:
+    name = f"ctn-{topo.tag}-{what}-{uuid.uuid4().hex[:4]}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}}})
+    wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30, f"default ServiceAccount in {name}",
+                    namespace=name)
+    return name
+
+
+def _drop_namespace(kube: Kube, name: str) -> None:
+    """Free devices now (pods not yet done, and claims), then let the namespace go in the background."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "gracePeriodSeconds": 0}
+    try:
+        kube.request("DELETE", rest.PODS.path(name), body, params={"fieldSelector": "status.phase!=Succeeded"}, timeout=120)
+        kube.request("DELETE", rest.RESOURCE_CLAIMS.path(name), body, timeout=120)
+    finally:
+        kube.delete(rest.NAMESPACES, name)
+
+
+def _quietly(action: Callable[[], object]) -> str | None:
+    """Run a clean-up step; a slow API server must not cost the run's results (the run's sweep retries)."""
+    try:
+        action()
+    except (rest.ApiError, rest.Unreachable) as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def _loadgen(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeout: float) -> list[dict]:
+    """Run locust in its own process over ``arrivals``; return its per-job lines and stats line."""
+    cfg = kube.configuration
+    headers = {}
+    for s in cfg.auth_settings().values():
+        if s.get("in") == "header" and s.get("value"):
+            headers[s["key"]] = s["value"]
+    with tempfile.TemporaryDirectory(prefix="dra-harness-loadgen-") as tmp:
+        plan_file, out_file = Path(tmp) / "plan.json", Path(tmp) / "out.jsonl"
+        fd = os.open(plan_file, os.O_WRONLY | os.O_CREAT, 0o600)  # may hold a bearer token: private, removed after
+        with os.fdopen(fd, "w") as f:
+            json.dump({"host": kube.host, "ca": cfg.ssl_ca_cert, "cert": cfg.cert_file, "key": cfg.key_file,
+                       "headers": headers, "path": rest.PODS.path(namespace), "t0": t0, "timeout": timeout,
+                       "users": 40, "jobs": arrivals}, f)
+        proc = subprocess.Popen([sys.executable, "-m", "dra_harness.contention.loadgen", str(plan_file), str(out_file)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = proc.communicate(timeout=timeout + 60)
+        finally:
+            if proc.poll() is None:  # interrupted or timed out: no job may be created after we leave
+                proc.kill()
+                proc.wait()
+        if proc.returncode != 0 or not out_file.exists():
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise ContentionError(f"locust load generator exited {proc.returncode}: {tail}")
+        return [json.loads(line) for line in out_file.read_text().splitlines() if line.strip()]
+
+
+def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str,
+               probe: dict | None = None, progress: Progress | None = None,
+               inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0) -> dict:
+    """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
+
+    ``inject`` may alter the pod bodies before they are sent (negative controls).
+    """
+    sc: Scenario = topo.scenario
+    if design not in sc.designs:
+        raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
+    jobs = plan(sc)
+    ns = _namespace(kube, topo, design)
+    rec = Recorder(kube, ns)
+    started = time.monotonic()
+    phases: dict[str, float] = {}
+    try:
+        topo.install(design, ns)
+        rec.start()
+        phases["setup_s"] = round(time.monotonic() - started, 1)
+        arrivals = [{"name": j.name, "tier": j.tier, "at": sc.wall(j.at_s),
+                     "body": topo.pod(design, j.name, j.tier, sc.wall(j.duration_s))} for j in jobs]
+        if inject:
+            inject(jobs, arrivals)
+        t0 = time.time() + 2.0  # locust starts in about a second
+        last = max(a["at"] for a in arrivals)
+        sent = _loadgen(kube, ns, arrivals, t0, timeout=last + 60)
+        stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
+        answered = {s["name"]: s for s in sent}
+        for s in sent:  # the create's answer is when the job exists; the watch may see it a little later
+            r = rec.job(s["name"])
+            if s["status"] in (201, 409):
+                r.created = min(r.created or s["answered"], s["answered"])
+        work = sum(sc.wall(j.duration_s) * j.devices for j in jobs) / sc.total_devices
+        longest = max(sc.wall(j.duration_s) for j in jobs)
+        deadline = time.monotonic() + max(0.0, t0 - time.time()) + last + work + longest + grace_s
+        names = {j.name for j in jobs if answered.get(j.name, {}).get("status") in (201, 409)}
+        phases["arrivals_s"] = round(time.monotonic() - started, 1)
+        rec.wait_settled(names, deadline, progress=(lambda d: progress(design, d, len(jobs))) if progress else None)
+        phases["settled_s"] = round(time.monotonic() - started, 1)
+    finally:
+        rec.close()
+        cleanup_error = _quietly(lambda: _drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
+    wall = time.monotonic() - started
+    records = dict(rec.jobs)
+    lost = metrics.lost_jobs(jobs, records)
+    holds = rec.all_holds()
+    ends = [r.completed for r in records.values() if r.completed] or [time.time()]
+    t_end = max(ends)
+    reserved_ranges = topo.reserved_ranges(design)
+    reserved = {f"{d.node}/{d.name}" for d in topo.devices
+                if any(lo <= d.ordinal < hi for lo, hi in reserved_ranges.values())}
+    util = metrics.utilisation(holds, t0, t_end, sc.total_devices, sc.time_compression)
+    base = f"{sc.name}-{design}"
+    result = {
+        "scenario": sc.name, "design": design, "k8s_version": k8s_version,
+        "jobs_total": len(jobs), "jobs_completed": sum(1 for j in jobs if records.get(j.name) and records[j.name].completed),
+        "jobs_lost": len(lost), "lost": dict(list(lost.items())[:50]),
+        "wall_s": round(wall, 1), "phases_wall_s": phases, "time_compression": sc.time_compression,
+        "time_unit": "scenario seconds (wall seconds x time_compression), except wall_s and *_wall_s",
+        "nodes": sc.nodes, "devices": sc.total_devices, "reserved_devices": len(reserved),
+        "design_violations": topo.violations(design, {j.name: (j.tier, records[j.name].devices)
+                                                       for j in jobs if j.name in records})[:20],
+        "tiers": metrics.tiers(sc, jobs, records, lost),
+        "utilisation": util,
+        "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, sc.time_compression),
+        "preemption_probe": probe,
+        "loadgen": stats | {"late_p95_s": metrics.percentile([s["late_s"] for s in sent], 95)},
+        "device_selectors": {t.name: topo.selector(design, t.name) for t in sc.tiers},
+        "plots": {"wait_cdf": f"{base}-wait-cdf.png", "utilisation": f"{base}-utilisation.png"},
+        "raw": f"{base}-raw.json",
+        "cleanup_error": cleanup_error,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    title = f"{sc.name} / {design} (k8s {k8s_version}, 1 h = {3600 / sc.time_compression:g} s)"
+    plots.wait_cdf(out_dir / result["plots"]["wait_cdf"], title, metrics.raw_waits(sc, jobs, records),
+                   {t.name: t.tolerable_wait_s for t in sc.tiers})
+    plots.utilisation(out_dir / result["plots"]["utilisation"], title, util["samples"], len(reserved))
+    (out_dir / result["raw"]).write_text(json.dumps({
+        "t0": t0, "plan": [j.to_dict() for j in jobs], "jobs": {k: v.to_dict() for k, v in records.items()},
+        "holds": [h.__dict__ for h in holds], "creates": sent, "samples": rec.samples}))
+    (out_dir / f"{base}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeout: float | None = None) -> dict:
+    """Fill every device one node holds with low-priority pods, then ask for one with a high-priority pod.
+
+    Records whether the scheduler freed a device by preempting (a victim gets the
+    DisruptionTarget condition and is deleted), how long the high-priority pod waited
+    (wall seconds; without preemption, until a low-priority pod completed by itself), and
+    the scheduler's own message for the pending pod.
+    """
+    sc = topo.scenario
+    low, high = min(sc.tiers, key=lambda t: t.priority), max(sc.tiers, key=lambda t: t.priority)
+    if low.priority >= high.priority:
+        return {"skipped": "the scenario has a single priority", "freed_by_preemption": False,
+                "high_priority_wait_s": None, "scheduler_message": ""}
+    ns = _namespace(kube, topo, "probe")
+    node = topo.nodes[0]
+    devices = [d for d in topo.devices if d.node == node]
+    labels = {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}
+    cls = f"ctn-{topo.tag}-probe"
+    rec = Recorder(kube, ns)
+    try:
+        kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": cls, "labels": labels}, "spec": {"selectors": [
+            {"cel": {"expression": f"{topo.selector('shared', low.name)} && device.attributes['{'contention.dra-harness.io'}'].ordinal < {len(devices)}"}}]}})
+        topo.install("shared", ns)
+        for tier in (low, high):
+            kube.create(rest.RESOURCE_CLAIM_TEMPLATES, {"metadata": {"name": f"probe-{tier.name}", "labels": labels},
+                        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}}}}, ns)
+        rec.start()
+        for i in range(len(devices)):
+            body = topo.pod("shared", f"low-{i}", low.name, low_run_s)
+            body["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = f"probe-{low.name}"
+            kube.create(rest.PODS, body, ns)
+        watch_until(kube, rest.PODS, lambda ps: len(ps) == len(devices) and all(p["status"].get("phase") == "Running" for p in ps),
+                    60, f"{len(devices)} low-priority probe pods Running", namespace=ns)
+        body = topo.pod("shared", "high", high.name, 1.0)
+        body["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = f"probe-{high.name}"
+        kube.create(rest.PODS, body, ns)
+        deadline = time.monotonic() + (timeout or low_run_s + 40)
+        while time.monotonic() < deadline:
+            with rec.lock:
+                h = rec.jobs.get("high")
+                if h and h.running:
+                    break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        events = [e for e in kube.list(rest.EVENTS, ns) if e.get("involvedObject", {}).get("name") == "high"]
+        pod = kube.get(rest.PODS, "high", ns)
+    finally:
+        rec.close()
+        _drop_namespace(kube, ns)
+        topo.uninstall("shared")
+        kube.delete(rest.DEVICE_CLASSES, cls)
+    h = rec.jobs.get("high")
+    victims = sorted(n for n, r in rec.jobs.items() if n.startswith("low-") and (r.preempted or (r.deleted and not r.completed)))
+    failed = [e.get("message", "") for e in events if e.get("reason") == "FailedScheduling"]
+    return {
+        "freed_by_preemption": bool(victims),
+        "victims": victims,
+        "high_priority_wait_s": round(h.running - h.created, 3) if h and h.running and h.created else None,
+        "wait_unit": "wall seconds",
+        "low_priority_run_s": low_run_s,
+        "scheduler_message": (h.first_message if h and h.first_message else (failed[0] if failed else "")),
+        "failed_scheduling_events": failed[:3],
+        "nominated_node": pod.get("status", {}).get("nominatedNodeName"),
+        "high_priority": high.priority, "low_priority": low.priority, "devices_filled": len(devices),
+    }

@@ -1,0 +1,51 @@
+"""`contention run` and `bench allocation` end to end on a private embedded cluster, and bad scenarios."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "dra_harness.cli"]
+CONTRACT = {"scenario", "design", "k8s_version", "jobs_total", "jobs_completed", "jobs_lost", "wall_s",
+            "time_compression", "tiers", "utilisation", "idle_reserved_device_s", "preemption_probe", "plots"}
+
+
+def test_a_malformed_scenario_fails_in_one_line_before_any_cluster_starts():
+    bad = ROOT / "fixtures" / "contention" / "malformed" / "04-priority-not-integer.yaml"
+    out = subprocess.run([*CLI, "contention", "run", str(bad)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"error: {bad}: tiers[0].priority: 'high' is not of type 'integer'"]
+
+
+def test_contention_run_writes_the_design_comparison(small_cluster, tmp_path):
+    out = subprocess.run([*CLI, "contention", "run", str(ROOT / "fixtures" / "contention" / "small.yaml"),
+                          "--cluster-name", small_cluster.name, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for design in ("shared", "reserved", "pools"):
+        result = json.loads((tmp_path / "contention" / f"small-{design}.json").read_text())
+        assert CONTRACT <= set(result)
+        assert result["jobs_lost"] == 0 and result["jobs_completed"] == result["jobs_total"] == 7
+        assert {t["tier"] for t in result["tiers"]} == {"hi", "lo"}
+        assert all(t["verdict"] in ("meets", "misses") for t in result["tiers"])
+        probe = result["preemption_probe"]
+        assert isinstance(probe["freed_by_preemption"], bool) and probe["scheduler_message"]
+        for png in result["plots"].values():
+            assert (tmp_path / "contention" / png).read_bytes()[:4] == b"\x89PNG"
+    reserved = json.loads((tmp_path / "contention" / "small-reserved.json").read_text())
+    assert reserved["reserved_devices"] == 4 and reserved["idle_reserved_device_s"] > 0
+    assert "meets" in out.stdout or "misses" in out.stdout
+
+
+def test_bench_allocation_prints_percentiles(small_cluster, tmp_path):
+    out = subprocess.run([*CLI, "bench", "allocation", "--rate", "10", "--nodes", "5", "--claims", "20", "--hold", "0.5",
+                          "--cluster-name", small_cluster.name, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(next((tmp_path / "bench").glob("allocation-*.json")).read_text())
+    assert result["allocated"] == 20
+    lat = result["allocation_latency_s"]
+    assert 0 <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
