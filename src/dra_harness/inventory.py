@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
+from . import yamlfile
 
 Obj = dict[str, Any]
 
@@ -66,19 +65,8 @@ class Hardware:
 
 
 def load_hardware(path: Path | str) -> Hardware:
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise HardwareFileError(f"{path}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise HardwareFileError(f"{path}:{where} not valid YAML") from e
-    try:
-        jsonschema.validate(raw, HARDWARE_SCHEMA)
-    except jsonschema.ValidationError as e:
-        field_path = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise HardwareFileError(f"{path}: {field_path}: {e.message}") from e
+    raw = yamlfile.load(path, HardwareFileError, str(path))
+    yamlfile.validate(raw, HARDWARE_SCHEMA, HardwareFileError, str(path))
     devices = raw.get("devices", {})
     return Hardware(
         driver=raw["driver"],

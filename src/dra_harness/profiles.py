@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
+from . import yamlfile
 from .kube import rest
 from .kube.rest import Kube
 
@@ -90,14 +88,8 @@ class DriverProfile:
 
 
 def load_profile(path: Path) -> DriverProfile:
-    try:
-        raw = yaml.safe_load(path.read_text())
-        jsonschema.validate(raw, _SCHEMA)
-    except (OSError, yaml.YAMLError) as e:
-        raise ProfileError(f"profile {path}: unreadable ({e.__class__.__name__})") from e
-    except jsonschema.ValidationError as e:
-        where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise ProfileError(f"profile {path}: {where}: {e.message}") from e
+    raw = yamlfile.load(path, ProfileError, f"profile {path}")
+    yamlfile.validate(raw, _SCHEMA, ProfileError, f"profile {path}")
     return DriverProfile(
         name=raw["name"],
         driver=raw["driver"],

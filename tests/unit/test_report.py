@@ -95,8 +95,8 @@ def test_the_design_record_is_compared_point_by_point(tmp_path):
     [
         ({"sharingMode": "sometimes"}, "sharingMode: 'sometimes' is not one of"),
         ({"workloadClasses": []}, "workloadClasses: [] should be non-empty"),
-        ({"workloadClasses": [{"name": "a", "priority": 1, "tolerableWait": "soon"}]}, "workloadClasses/0/tolerableWait"),
-        ({"poolDesign": {"kind": "reserved", "reservedDevices": -1}}, "poolDesign/reservedDevices"),
+        ({"workloadClasses": [{"name": "a", "priority": 1, "tolerableWait": "soon"}]}, "workloadClasses.0.tolerableWait"),
+        ({"poolDesign": {"kind": "reserved", "reservedDevices": -1}}, "poolDesign.reservedDevices"),
         ({"extra": 1}, "Additional properties are not allowed"),
         ({"workloadClasses": [{"name": "a", "priority": 1, "tolerableWait": "1m"}] * 2}, "a class name appears twice"),
     ],

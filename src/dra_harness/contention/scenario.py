@@ -10,13 +10,14 @@ the field and what is wrong, so a CLI or pytest can print it without a traceback
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from .. import yamlfile
+from ..yamlfile import seconds
 
 DESIGNS = ("shared", "reserved", "pools")
 
@@ -113,17 +114,6 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "": 1}
-
-
-def seconds(value: float | str) -> float:
-    """``90``, ``"90s"``, ``"5m"``, ``"2h"`` -> seconds."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value)
-    if not m:
-        raise ValueError(f"not a duration: {value!r}")
-    return float(m.group(1)) * _UNITS[m.group(2) or ""]
 
 
 @dataclass(frozen=True)
@@ -249,14 +239,4 @@ def parse(raw: Any, file: str) -> Scenario:
 def load(path: str | Path) -> Scenario:
     """Read and validate one scenario file."""
     file = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ScenarioError(f"{file}: cannot read: {e.strerror or e}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
-        raise _fail(file, where, f"not valid YAML: {getattr(e, 'problem', None) or e.__class__.__name__}") from None
-    return parse(raw, file)
+    return parse(yamlfile.load(path, ScenarioError, file), file)

@@ -10,12 +10,10 @@ not establish it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
+from .. import yamlfile
 
 Obj = dict[str, Any]
 
@@ -77,26 +75,9 @@ class DesignFileError(ValueError):
     """The design file is unreadable or invalid; the message is one line."""
 
 
-def seconds(duration: str) -> float:
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", duration)
-    if not m:
-        raise ValueError(f"not a duration: {duration!r}")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-
-
 def load_design(path: Path | str) -> Obj:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise DesignFileError(f"design file {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise DesignFileError(f"design file {path}:{f' line {mark.line + 1}' if mark else ''} is not valid YAML") from None
-    try:
-        jsonschema.validate(data, DESIGN_SCHEMA)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise DesignFileError(f"design file {path}: {where}: {e.message}") from None
+    data = yamlfile.load(path, DesignFileError, f"design file {path}")
+    yamlfile.validate(data, DESIGN_SCHEMA, DesignFileError, f"design file {path}")
     names = [c["name"] for c in data["workloadClasses"]]
     if len(set(names)) != len(names):
         raise DesignFileError(f"design file {path}: workloadClasses: a class name appears twice")
@@ -182,7 +163,7 @@ def _pools(design: Obj, contention: list[Obj]) -> list[Obj]:
         points.append(_point("pool design", kind, f"{len(mine)} scenario(s) ran under {kind}; {lost} jobs lost",
                              CONTRADICTED if lost else CONSISTENT, [c["_file"] for c in mine]))
     for cls in design["workloadClasses"]:
-        tolerable = seconds(cls["tolerableWait"])
+        tolerable = yamlfile.seconds(cls["tolerableWait"])
         tiers = [(c, t) for c in mine for t in c["tiers"] if t["tier"] == cls["name"]]
         designed = f"{cls['name']} (priority {cls['priority']}) waits at most {cls['tolerableWait']}"
         if not tiers:
