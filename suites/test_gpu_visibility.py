@@ -63,30 +63,32 @@ def test_a_pod_sees_exactly_the_gpu_its_claim_holds(cluster, probe, namespace, e
                     compute_mode=[g.compute_mode for g in report.gpus], mig=[g.mig_enabled for g in report.gpus])
 
 
+def _probe_each(probe, names, gpu: dict) -> tuple[dict, dict]:
+    """Probe one pod per name; each must see exactly what its claim holds. -> units seen, (pod node, claim node)."""
+    seen, placed = {}, {}
+    for name in names:
+        report, held, pod = probe.run(name, gpu=gpu)
+        problems = probe.problems(report, held)
+        assert not problems, f"{name}: " + "\n".join(problems)
+        seen[name] = report.units
+        placed[name] = (pod["spec"]["nodeName"], allocated_node(held[0]))
+    return seen, placed
+
+
 def test_pods_with_their_own_claims_see_different_gpus(cluster, probe, namespace, evidence):
     free = len(cluster.published()) - len(cluster.allocations())
     if free < 2:
         pytest.skip(f"needs 2 free GPUs, {free} free")
     cluster.template(namespace, "one-gpu")
-    seen = {}
-    for name in ("own-a", "own-b"):
-        report, held, _ = probe.run(name, gpu={"template": "one-gpu"})
-        problems = probe.problems(report, held)
-        assert not problems, f"{name}: " + "\n".join(problems)
-        seen[name] = report.units
+    seen, _ = _probe_each(probe, ("own-a", "own-b"), {"template": "one-gpu"})
     assert seen["own-a"].isdisjoint(seen["own-b"]), f"two template claims, one GPU: {seen}"
     evidence.record(visible={k: sorted(v) for k, v in seen.items()})
 
 
 def test_pods_sharing_a_claim_see_the_same_gpu(cluster, probe, namespace, evidence):
     cluster.claim(namespace, "shared")
-    seen = {}
-    for name in ("share-a", "share-b"):
-        report, held, pod = probe.run(name, gpu={"claim": "shared"})
-        problems = probe.problems(report, held)
-        assert not problems, f"{name}: " + "\n".join(problems)
-        seen[name] = report.units
-        assert pod["spec"]["nodeName"] == allocated_node(held[0])
+    seen, placed = _probe_each(probe, ("share-a", "share-b"), {"claim": "shared"})
+    assert all(node == claim_node for node, claim_node in placed.values()), f"a pod off its claim's node: {placed}"
     assert seen["share-a"] == seen["share-b"], f"one claim, different GPUs: {seen}"
     evidence.record(visible=sorted(seen["share-a"]))
 

@@ -28,12 +28,7 @@ def wait_cdf(path: Path, title: str, waits: dict[str, list[float]], tolerable: d
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path, title)
 
 
 def utilisation(path: Path, title: str, samples: list[list[float]], reserved: int = 0) -> None:
@@ -46,6 +41,10 @@ def utilisation(path: Path, title: str, samples: list[list[float]], reserved: in
             ax.axhline(reserved, color="C3", linestyle="--", linewidth=1, label=f"reserved ({reserved})")
     ax.set_xlabel("scenario hours")
     ax.set_ylabel("devices")
+    _save(fig, ax, path, title)
+
+
+def _save(fig, ax, path: Path, title: str) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
