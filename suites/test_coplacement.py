@@ -78,7 +78,6 @@ def test_a_request_larger_than_any_node_stays_pending_with_nothing_allocated(clu
     evidence.record(requested=too_many, scheduler_message=scheduling_message(pod))
 
 
-@pytest.mark.exclusive
 def _state(pod: dict) -> str:
     if pod["status"].get("phase") == "Running":
         return "running"
@@ -87,6 +86,7 @@ def _state(pod: dict) -> str:
     return "pending"
 
 
+@pytest.mark.exclusive
 def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, namespace, evidence):
     """Two jobs that each need a whole node, on one node: shards interleave; whole claims do not."""
     kube = cluster.kube
