@@ -33,18 +33,12 @@ TAINT_KEY = "dra-harness.io/out-of-service"
 @pytest.fixture
 def taint_rules(cluster) -> Iterator[rest.Resource]:
     """The DeviceTaintRule resource of the newest served version; skips where there is none."""
-    for version in ("v1", "v1beta2", "v1alpha3"):
-        try:
-            served = cluster.kube.request("GET", f"/apis/resource.k8s.io/{version}")
-        except rest.ApiError:
-            continue
-        if any(r["name"] == "devicetaintrules" for r in served.get("resources", [])):
-            res = rest.Resource("resource.k8s.io", version, "devicetaintrules", "DeviceTaintRule", False)
-            yield res
-            for rule in cluster.kube.list(res, label_selector=f"{RUN_LABEL}={cluster.run_id}"):
-                cluster.kube.delete(res, rule["metadata"]["name"])
-            return
-    pytest.skip(f"Kubernetes {cluster.server_version()} serves no DeviceTaintRule API (needs DRADeviceTaintRules)")
+    res = cluster.device_taint_rules()
+    if res is None:
+        pytest.skip(f"Kubernetes {cluster.server_version()} serves no DeviceTaintRule API (needs DRADeviceTaintRules)")
+    yield res
+    for rule in cluster.kube.list(res, label_selector=f"{RUN_LABEL}={cluster.run_id}"):
+        cluster.kube.delete(res, rule["metadata"]["name"])
 
 
 def _device(cluster, node: str, index: int) -> tuple[str, str, str]:

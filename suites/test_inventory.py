@@ -71,6 +71,8 @@ def test_every_node_with_slices_has_a_running_driver(cluster, slices):
     nodes = sorted({s["spec"]["nodeName"] for s in slices if s["spec"].get("nodeName")})
     running = {node: cluster.driver_running(node) for node in nodes}
     if all(v is None for v in running.values()):
-        pytest.skip(f"cannot tell which pods run {cluster.driver} (no pods match '{cluster.profile.driver_pod_selector}')")
+        namespace, name = cluster.profile.driver_daemonset
+        pytest.skip(f"cannot tell which pods run {cluster.driver}: no DaemonSet {namespace}/{name or '?'} "
+                    "(set the profile's driverDaemonSet or --driver-daemonset)")
     stale = [n for n, up in running.items() if up is False]
     assert not stale, f"slices of {', '.join(stale)} are stale: no {cluster.driver} driver runs there"

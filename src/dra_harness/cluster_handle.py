@@ -19,7 +19,7 @@ from .components import catalog
 from .inventory import Hardware, devices_by_node, load_hardware
 from .kube import builders, rest
 from .kube.client import connect
-from .kube.pods import allocated_devices
+from .kube.pods import allocated_devices, pod_ready
 from .kube.rest import Kube
 from .kube.waits import WaitError, watch_until
 from .labels import KEPT_LABEL, run_selector
@@ -33,9 +33,15 @@ from .local.cluster import (
 )
 from .profiles import DriverProfile
 
-#: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label.
 T = TypeVar("T")
+#: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
+#: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
 _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
+
+
+def _cluster_scoped(kube: Kube) -> list[rest.Resource]:
+    taints = rest.served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+    return [*_CLUSTER_SCOPED, *([taints] if taints else [])]
 
 
 @dataclass
@@ -102,25 +108,45 @@ class ClusterHandle:
                 held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
         return held
 
-    def driver_running(self, node: str) -> bool | None:
-        """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod.
+    @property
+    def controls_driver(self) -> bool:
+        """Whether the harness itself starts and stops the driver (the embedded cluster's plugin
+        processes). Elsewhere a DaemonSet replaces a stopped driver within seconds, so checks that
+        need the driver to *stay* gone cannot run there."""
+        return self.local is not None
 
-        None when it cannot be told (no plugin pods match the profile's selector anywhere).
+    def driver_pods(self, node: str | None = None) -> list[dict] | None:
+        """The pods of the driver's kubelet-plugin DaemonSet (on ``node``), found by owner.
+
+        None when the profile names no DaemonSet or it does not exist: then the harness cannot
+        tell which pods are the driver's, and never guesses from a label other drivers share.
         """
+        namespace, name = self.profile.driver_daemonset
+        if not name:
+            return None
+        try:
+            daemonset = self.kube.get(rest.DAEMON_SETS, name, namespace)
+        except rest.NotFound:
+            return None
+        uid = daemonset["metadata"]["uid"]
+        pods = self.kube.list(rest.PODS, namespace, field_selector=f"spec.nodeName={node}" if node else None)
+        return [p for p in pods if any(o.get("uid") == uid and o.get("controller")
+                                       for o in p["metadata"].get("ownerReferences") or [])]
+
+    def driver_running(self, node: str) -> bool | None:
+        """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod
+        of its DaemonSet. None when it cannot be told (no DaemonSet known)."""
         if self.local is not None:
             tracked = self.local.supervisor.get(f"driver-{node}")
             return tracked is not None and tracked.alive()
-        if not self.profile.driver_pod_selector:
+        pods = self.driver_pods(node)
+        if pods is None:
             return None
-        pods = self.kube.list(rest.PODS, label_selector=self.profile.driver_pod_selector)
-        if not pods:
-            return None
-        return any(
-            p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
-            and not p["metadata"].get("deletionTimestamp")
-            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or [])
-            for p in pods
-        )
+        return any(pod_ready(p) for p in pods)
+
+    def device_taint_rules(self) -> rest.Resource | None:
+        """DeviceTaintRule of the newest served version, or None where none is served."""
+        return rest.served(self.kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
 
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""
@@ -179,18 +205,19 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0) -> list[str]:
     after ``timeout`` (normally nothing).
     """
     selector = run_selector(run_id, include_kept=False)
-    for ns in kube.list(rest.NAMESPACES, label_selector=selector):
-        kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
-    for res in _CLUSTER_SCOPED:
+    cluster_scoped = _cluster_scoped(kube)
+    for res in cluster_scoped[::-1]:  # taint rules first: they act on devices until deleted
         for obj in kube.list(res, label_selector=selector):
             kube.delete(res, obj["metadata"]["name"])
+    for ns in kube.list(rest.NAMESPACES, label_selector=selector):
+        kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
     try:
         watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
                     f"namespaces of run {run_id} to be deleted", label_selector=selector)
     except WaitError:
         pass
     left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-    for res in _CLUSTER_SCOPED:
+    for res in cluster_scoped:
         left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
     return left
 

@@ -3,8 +3,9 @@
 Safety first: an action touches a node only if the node carries
 ``dra-harness.io/disruptable=true`` and, on a cluster the harness did not create, only
 with ``--allow-disruptive``. With ``dry_run`` every action is recorded and nothing is
-done. :meth:`Disruptor.restoring` puts each touched node back (uncordoned, driver
-running) however the test ends.
+done. :meth:`Disruptor.restoring` undoes what the harness itself did, however the test
+ends, and nothing else: a node someone cordoned for maintenance stays cordoned (and is
+never chosen as a target), and only a driver the harness stopped is started again.
 """
 
 from __future__ import annotations
@@ -18,16 +19,23 @@ from itertools import pairwise
 
 from .cluster_handle import ClusterHandle
 from .kube import rest
+from .kube.pods import pod_ready
 from .labels import DISRUPTABLE_LABEL
 
 
 @dataclass
 class RestartRecord:
-    """What one driver restart looked like from the API server, in seconds."""
+    """What one driver restart looked like from the API server, in seconds.
+
+    ``down_for`` is what the harness held the driver down; None under a DaemonSet, which
+    replaces a deleted pod by itself: then ``replacement_ready_after`` says when its
+    replacement was Ready, and ``back_after`` when the node's slices were whole again.
+    """
 
     node: str
     kill: bool
-    down_for: float
+    down_for: float | None
+    replacement_ready_after: float | None = None
     back_after: float | None = None  # from start until the node's slices are complete again, driver running
     missing_for: float = 0.0  # time the node had no slice of the driver
     stale_for: float = 0.0  # time slices stayed published while no driver ran
@@ -37,6 +45,10 @@ class RestartRecord:
 
 class DisruptionRefused(RuntimeError):
     """The action is not allowed on this node or cluster; nothing was touched."""
+
+
+class RestoreFailed(RuntimeError):
+    """A node could not be put back as the harness found it; the message says what is left."""
 
 
 @dataclass
@@ -57,6 +69,12 @@ class Disruptor:
     allowed: bool
     dry_run: bool = False
     actions: list[str] = field(default_factory=list)
+    #: Nodes this disruptor cordoned (not those it found cordoned): the only ones it uncordons.
+    cordoned: set[str] = field(default_factory=set)
+    #: Nodes whose driver this disruptor stopped: the only ones it restarts or waits for.
+    stopped: set[str] = field(default_factory=set)
+    #: UIDs of driver pods deleted here, so a replacement is told from the pod it replaces.
+    deleted_pods: set[str] = field(default_factory=set)
 
     def check(self, node: str) -> None:
         if self.cluster.provider != "local" and not self.allowed:
@@ -73,42 +91,54 @@ class Disruptor:
 
     # -- driver -----------------------------------------------------------------------------
     def stop_driver(self, node: str, kill: bool = False) -> None:
-        """Embedded cluster: stop the plugin process. Elsewhere: delete the driver's pod on
-        the node (grace period 0 for ``kill``); its DaemonSet starts a replacement."""
+        """Embedded cluster: stop the plugin process. Elsewhere: delete the driver's pod on the
+        node, found by its owning DaemonSet (grace period 0 for ``kill``); the DaemonSet starts
+        a replacement by itself."""
         if not self._do(node, "kill driver on" if kill else "stop driver on"):
             return
-        if self.cluster.local is not None:
+        self.stopped.add(node)
+        if self.cluster.controls_driver:
+            assert self.cluster.local is not None
             self.cluster.local.stop_driver(node, kill=kill)
             return
-        pods = self._driver_pods(node)
+        pods = self.cluster.driver_pods(node)
+        namespace, name = self.cluster.profile.driver_daemonset
+        if pods is None:
+            raise DisruptionRefused(f"cannot tell the driver's pods: no DaemonSet {namespace}/{name or '?'} "
+                                    "(set the profile's driverDaemonSet or --driver-daemonset)")
         if not pods:
-            raise DisruptionRefused(f"no pod matching '{self.cluster.profile.driver_pod_selector}' runs on {node}")
+            raise DisruptionRefused(f"no pod of DaemonSet {namespace}/{name} runs on {node}")
         for pod in pods:
-            self.cluster.kube.delete(rest.PODS, pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                     grace_seconds=0 if kill else None)
+            self.deleted_pods.add(pod["metadata"]["uid"])
+            self.cluster.kube.delete(rest.PODS, pod["metadata"]["name"], namespace, grace_seconds=0 if kill else None)
 
     def start_driver(self, node: str) -> None:
         """Embedded cluster: start the plugin process. Elsewhere the DaemonSet does it."""
-        if self._do(node, "start driver on") and self.cluster.local is not None:
+        if self._do(node, "start driver on") and self.cluster.controls_driver:
+            assert self.cluster.local is not None
             self.cluster.local.start_driver(node)
 
-    def _driver_pods(self, node: str) -> list[dict]:
-        selector = self.cluster.profile.driver_pod_selector
-        if not selector:
-            raise DisruptionRefused(f"profile {self.cluster.profile.name} names no driver pod selector")
-        return self.cluster.kube.list(rest.PODS, label_selector=selector, field_selector=f"spec.nodeName={node}")
+    def _replacement_ready(self, node: str) -> bool:
+        """A driver pod on ``node`` that is not one deleted here is Ready."""
+        return any(pod_ready(p) and p["metadata"]["uid"] not in self.deleted_pods
+                   for p in self.cluster.driver_pods(node) or [])
 
     def target_node(self) -> str:
         """The first node that may be disrupted and publishes devices of the profile's driver
-        (one running real containers when there is one)."""
+        (one running real containers when there is one). A cordoned node is someone's
+        maintenance: it is never chosen."""
         published = {v["node"] for v in self.cluster.published().values()}
         labelled = self.cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
+        cordoned = sorted(n["metadata"]["name"] for n in labelled if n["spec"].get("unschedulable"))
         # Nodes that run real containers first: what happens to running containers is the question.
         real = set(self.cluster.container_nodes())
-        nodes = sorted((n["metadata"]["name"] for n in labelled if n["metadata"]["name"] in published),
+        nodes = sorted((n["metadata"]["name"] for n in labelled
+                        if n["metadata"]["name"] in published and n["metadata"]["name"] not in cordoned),
                        key=lambda name: (name not in real, name))
         if not nodes:
-            raise DisruptionRefused(f"no node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}")
+            skipped = f" (skipped, already cordoned: {', '.join(cordoned)})" if cordoned else ""
+            raise DisruptionRefused(
+                f"no schedulable node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}{skipped}")
         return nodes[0]
 
     def restart_driver(self, node: str, kill: bool = False, down_for: float = 2.0, deadline: float = 60.0,
@@ -118,7 +148,8 @@ class Disruptor:
         ``while_down`` (a callable) runs while the driver is stopped. Slice events for
         the node are watched throughout, so missing and stale periods are measured, not assumed.
         """
-        record = RestartRecord(node, kill, down_for)
+        held = self.cluster.controls_driver
+        record = RestartRecord(node, kill, down_for if held else None)
         kube = self.cluster.kube
         selector = f"spec.driver={self.cluster.driver},spec.nodeName={node}"
         items, rv = kube.list_with_version(rest.RESOURCE_SLICES, field_selector=selector)
@@ -147,12 +178,15 @@ class Disruptor:
             stopped = time.monotonic() - t0
             if while_down is not None:
                 while_down()
-            time.sleep(max(0.0, down_for - (time.monotonic() - t0 - stopped)))
+            if held:  # a DaemonSet's replacement is not ours to hold back
+                time.sleep(max(0.0, down_for - (time.monotonic() - t0 - stopped)))
             self.start_driver(node)
             started = time.monotonic() - t0
-            record.failure, republished_after = self._wait_driver_back(node, selector, expected, deadline)
+            record.failure, republished_after, ready_after = self._wait_driver_back(node, selector, expected, deadline)
             if not record.failure:
                 record.back_after = round(republished_after, 3)
+            if ready_after is not None:
+                record.replacement_ready_after = round(ready_after + started - stopped, 3)
         finally:
             time.sleep(0.3)  # let the watch deliver the last events
             stop_watch.set()
@@ -161,40 +195,58 @@ class Disruptor:
                                                               time.monotonic() - t0)
         return record
 
-    def _wait_driver_back(self, node: str, selector: str, expected: int, deadline: float) -> tuple[str, float]:
-        """``("", seconds until slices were complete)`` once the driver has stayed up 1 s and the
-        node's slices hold ``expected`` devices; ``(why not, 0)`` otherwise."""
-        local = self.cluster.local
+    def _wait_driver_back(self, node: str, selector: str, expected: int,
+                          deadline: float) -> tuple[str, float, float | None]:
+        """``("", seconds until slices were complete, seconds until a replacement pod was Ready)``
+        once the driver has stayed up 1 s and the node's slices hold ``expected`` devices;
+        ``(why not, 0, ...)`` otherwise. The pod time is None where the driver is a process."""
+        local = self.cluster.local if self.cluster.controls_driver else None
         end = time.monotonic() + deadline
         started = time.monotonic()
-        complete_at = None
+        complete_at = ready_at = None
         devices = 0
         while time.monotonic() < end:
-            if not self.cluster.driver_running(node):
-                if local is not None:
-                    return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
-                            f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0
+            if local is not None and not self.cluster.driver_running(node):
+                return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
+                        f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0, None
+            if local is None and not self._replacement_ready(node):
                 complete_at = None  # the DaemonSet's replacement pod is not Ready yet
                 time.sleep(0.2)
                 continue
+            if local is None and ready_at is None:
+                ready_at = time.monotonic() - started
             slices = self.cluster.kube.list(rest.RESOURCE_SLICES, field_selector=selector)
             devices = len([d for s in slices for d in s["spec"].get("devices") or []])
             complete_at = (complete_at or time.monotonic()) if devices == expected else None
             # The process must also stay up a moment: a crash loop can leave old slices complete.
             if complete_at is not None and time.monotonic() - started >= 1.0:
-                return "", complete_at - started
+                return "", complete_at - started, ready_at
             time.sleep(0.05)
-        if not self.cluster.driver_running(node):
-            return f"the driver on {node} did not come back within {deadline:.0f}s: no Ready plugin pod on the node", 0.0
-        return f"the driver on {node} did not republish its {expected} devices within {deadline:.0f}s (last seen {devices})", 0.0
+        if local is None and not self._replacement_ready(node):
+            namespace, name = self.cluster.profile.driver_daemonset
+            return (f"the driver on {node} did not come back within {deadline:.0f}s: no Ready replacement pod of "
+                    f"DaemonSet {namespace}/{name} on the node"), 0.0, ready_at
+        return (f"the driver on {node} did not republish its {expected} devices within {deadline:.0f}s "
+                f"(last seen {devices})"), 0.0, ready_at
 
     # -- nodes --------------------------------------------------------------------------------
-    def cordon(self, node: str, unschedulable: bool = True) -> None:
-        if self._do(node, "cordon" if unschedulable else "uncordon"):
-            self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": unschedulable}})
+    def cordon(self, node: str) -> None:
+        """Mark the node unschedulable, remembering it only if it was schedulable before."""
+        if not self._do(node, "cordon"):
+            return
+        if self.cluster.kube.get(rest.NODES, node)["spec"].get("unschedulable"):
+            self.actions[-1] += " (already cordoned: left as found)"
+            return
+        self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": True}})
+        self.cordoned.add(node)
 
     def uncordon(self, node: str) -> None:
-        self.cordon(node, unschedulable=False)
+        """Undo a cordon of ours; a node cordoned by someone else stays cordoned."""
+        if node not in self.cordoned:
+            return
+        if self._do(node, "uncordon"):
+            self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}})
+        self.cordoned.discard(node)
 
     def drain(self, node: str, timeout: float = 60.0, keep: tuple[str, ...] = ()) -> DrainResult:
         """Cordon, then evict every pod on the node through the Eviction API (PDBs apply).
@@ -238,17 +290,32 @@ class Disruptor:
         return result
 
     @contextmanager
-    def restoring(self, *nodes: str) -> Iterator["Disruptor"]:
-        """Undo disruptions of ``nodes`` on the way out: uncordon, and start a stopped driver
-        (on other clusters the DaemonSet restarts it by itself)."""
+    def restoring(self, *nodes: str, deadline: float = 90.0) -> Iterator["Disruptor"]:
+        """Undo on the way out what this disruptor did to ``nodes``: uncordon what it cordoned,
+        start a driver it stopped (embedded cluster), or wait for the DaemonSet's replacement,
+        so the next test finds the node whole."""
         try:
             yield self
         finally:
             if not self.dry_run:
                 for node in nodes:
                     self.uncordon(node)
-                    if self.cluster.local is not None and not self.cluster.driver_running(node):
-                        self.cluster.local.start_driver(node)
+                    if node in self.stopped:
+                        self._bring_driver_back(node, deadline)
+
+    def _bring_driver_back(self, node: str, deadline: float) -> None:
+        if self.cluster.controls_driver:
+            assert self.cluster.local is not None
+            if not self.cluster.driver_running(node):
+                self.cluster.local.start_driver(node)
+        else:
+            end = time.monotonic() + deadline
+            while not self._replacement_ready(node):
+                if time.monotonic() > end:
+                    raise RestoreFailed(f"the driver of {node} was not replaced within {deadline:.0f}s: "
+                                        "its DaemonSet has no Ready pod there")
+                time.sleep(0.2)
+        self.stopped.discard(node)
 
 
 def _slice_periods(events: list[tuple[float, str, str]], present_at_start: bool, stopped: float,

@@ -37,7 +37,14 @@ _SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": {"type": "object", "required": ["apiVersion", "kind"]},
         },
-        "driverPodSelector": {"type": "string"},
+        # Where the driver's kubelet plugin runs when installed as a DaemonSet: its pods are
+        # the ones this DaemonSet owns, never whatever carries a generic label.
+        "driverDaemonSet": {
+            "type": "object",
+            "required": ["namespace", "name"],
+            "additionalProperties": False,
+            "properties": {"namespace": {"type": "string"}, "name": {"type": "string"}},
+        },
     },
 }
 
@@ -56,8 +63,8 @@ class DriverProfile:
     container_view: str
     coplacement_attributes: tuple[str, ...] = ()
     sharing_config: dict[str, Any] = field(default_factory=dict)
-    #: Label selector of the driver's kubelet-plugin pods (DaemonSet installs).
-    driver_pod_selector: str = ""
+    #: (namespace, name) of the DaemonSet that runs the driver's kubelet plugin; ("", "") if unknown.
+    driver_daemonset: tuple[str, str] = ("", "")
     #: DeviceClass by role (``gpu``, ``mig``); the default class is always under ``gpu``.
     device_classes: dict[str, str] = field(default_factory=dict)
     #: Opaque claim configs by sharing strategy (``TimeSlicing``, ``MPS``, ...).
@@ -99,7 +106,8 @@ def load_profile(path: Path) -> DriverProfile:
         container_view=raw["containerView"],
         coplacement_attributes=tuple(raw.get("coplacementAttributes", [])),
         sharing_config=raw.get("sharingConfig", {}),
-        driver_pod_selector=raw.get("driverPodSelector", ""),
+        driver_daemonset=(raw["driverDaemonSet"]["namespace"], raw["driverDaemonSet"]["name"])
+        if "driverDaemonSet" in raw else ("", ""),
         device_classes={"gpu": raw["deviceClass"], **raw.get("deviceClasses", {})},
         sharing_configs=raw.get("sharingConfigs", {}),
     )

@@ -10,6 +10,7 @@ harness makes carries the run label, and the session ends by deleting exactly th
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import re
@@ -48,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--context", default=None, help="kubeconfig context of an existing cluster")
     group.addoption("--driver", default=None,
                     help="driver profile (example, nvidia) or driver name; detected on existing clusters by default")
+    group.addoption("--driver-daemonset", default=None, metavar="NAMESPACE/NAME",
+                    help="the DaemonSet running the driver's kubelet plugin, when not where its profile says")
     group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
     group.addoption("--cluster-name", default=None,
                     help="use the running embedded cluster of this name (left running at the end)")
@@ -109,6 +112,9 @@ def _check_inputs(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
     if provider == "kind":
         kind_session.check_inputs(config)
+    daemonset = config.getoption("--driver-daemonset")
+    if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
+        raise pytest.UsageError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
     hardware = config.getoption("--expected-hardware")
     if hardware:
         try:
@@ -207,6 +213,9 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
                 gpus_per_node=opt("--gpus-per-node"),
                 real_nodes=opt("--real-nodes"),
             )
+    if opt("--driver-daemonset"):
+        namespace, _, name = opt("--driver-daemonset").partition("/")
+        handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
     return handle
 
 

@@ -3,7 +3,10 @@
 - a driver that does not come back fails the restart suite, saying so;
 - a slice left behind by a driver that is gone is flagged as stale;
 - a drain blocked by a PodDisruptionBudget is reported as blocked within its deadline;
-- without --allow-disruptive, a run against an existing cluster touches no node or driver.
+- without --allow-disruptive, a run against an existing cluster touches no node or driver;
+- a node cordoned before the run is never chosen and stays cordoned; only our cordons are undone;
+- only the pods of the profile's driver DaemonSet are deleted, never another plugin's pods
+  that carry the same generic labels.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import dataclasses
 import time
 
+import pytest
+
 from dra_harness.cluster_handle import ClusterHandle, local_hardware
-from dra_harness.disruption import Disruptor
+from dra_harness.disruption import DisruptionRefused, Disruptor
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.profiles import by_name
@@ -86,23 +92,36 @@ def test_without_allow_disruptive_an_existing_cluster_is_not_touched(small_clust
     assert snapshot() == before
 
 
-def _fake_daemonset_driver(small_cluster):
-    """A DaemonSet carrying the example chart's plugin label, run by KWOK on every node.
+#: The example chart's generic plugin label: our fake driver and the "other vendor's" plugin both carry it.
+GENERIC = {"app.kubernetes.io/component": "kubeletplugin"}
+
+
+def _daemonset(kube: rest.Kube, namespace: str, name: str) -> None:
+    labels = {**GENERIC, "app": name}
+    kube.create(rest.DAEMON_SETS, {
+        "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "containers": [{"name": "plugin", "image": "registry.k8s.io/pause:3.10"}]}}},
+    }, namespace)
+
+
+def _fake_daemonset_driver(small_cluster, other_vendor: bool = False):
+    """A DaemonSet standing for the driver's install, run by KWOK on every node (and, with
+    ``other_vendor``, a second one with the same generic labels in another namespace).
 
     It publishes nothing (the real plugins still run as processes); it lets the
     existing-cluster restart path (delete the node's plugin pod, wait for its
     replacement) run against a real DaemonSet controller.
     """
+    profile = dataclasses.replace(by_name("example"), driver_daemonset=("drivers", "fake-plugin"))
     handle = ClusterHandle("existing", small_cluster.kube(), small_cluster.kubeconfig, "controls",
-                           local_hardware(small_cluster.state().spec), by_name("example"))
+                           local_hardware(small_cluster.state().spec), profile)
     kube = handle.kube
     kube.create(rest.NAMESPACES, {"metadata": {"name": "drivers"}})
-    labels = {"app.kubernetes.io/component": "kubeletplugin", "app": "fake-plugin"}
-    kube.create(rest.DAEMON_SETS, {
-        "metadata": {"name": "fake-plugin"},
-        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-            "containers": [{"name": "plugin", "image": "registry.k8s.io/pause:3.10"}]}}},
-    }, "drivers")
+    _daemonset(kube, "drivers", "fake-plugin")
+    if other_vendor:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": "other-vendor"}})
+        _daemonset(kube, "other-vendor", "other-plugin")
     from dra_harness.kube.waits import watch_until
 
     watch_until(kube, rest.PODS, lambda ps: len([p for p in ps if handle.driver_running(p["spec"].get("nodeName", ""))]) == 2,
@@ -110,18 +129,77 @@ def _fake_daemonset_driver(small_cluster):
     return handle
 
 
+def _uids(kube: rest.Kube, namespace: str, node: str) -> set[str]:
+    return {p["metadata"]["uid"] for p in kube.list(rest.PODS, namespace, field_selector=f"spec.nodeName={node}")
+            if not p["metadata"].get("deletionTimestamp")}
+
+
 def test_on_an_existing_cluster_a_restart_replaces_the_drivers_daemonset_pod(small_cluster):
     handle = _fake_daemonset_driver(small_cluster)
-    before = {p["metadata"]["uid"] for p in handle.kube.list(rest.PODS, "drivers", field_selector="spec.nodeName=gpu-node-0")}
+    before = _uids(handle.kube, "drivers", "gpu-node-0")
     record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=60)
     assert not record.failure, record.failure
-    after = {p["metadata"]["uid"] for p in handle.kube.list(rest.PODS, "drivers", field_selector="spec.nodeName=gpu-node-0")
-             if not p["metadata"].get("deletionTimestamp")}
+    after = _uids(handle.kube, "drivers", "gpu-node-0")
     assert after and not after & before, "the plugin pod was not replaced"
+    assert record.down_for is None, "a DaemonSet's driver is not held down by the harness"
+    assert record.replacement_ready_after is not None and 0 < record.replacement_ready_after < 60, record
+
+
+def test_another_plugins_pods_with_the_same_generic_labels_are_never_deleted(small_cluster):
+    handle = _fake_daemonset_driver(small_cluster, other_vendor=True)
+    kube = handle.kube
+    from dra_harness.kube.waits import watch_until
+
+    watch_until(kube, rest.PODS, lambda ps: len(ps) == 2, 60, "the other vendor's plugin pods", namespace="other-vendor")
+    others = {ns: _uids(kube, ns, "gpu-node-0") for ns in ("other-vendor",)}
+    ours = _uids(kube, "drivers", "gpu-node-0")
+    generic = kube.list(rest.PODS, label_selector="app.kubernetes.io/component=kubeletplugin",
+                        field_selector="spec.nodeName=gpu-node-0")
+    assert len(generic) == 2, "the generic label should match both plugins' pods (the trap this guards against)"
+    record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=60)
+    assert not record.failure, record.failure
+    assert _uids(kube, "other-vendor", "gpu-node-0") == others["other-vendor"], "the other vendor's plugin pod was deleted"
+    assert not _uids(kube, "drivers", "gpu-node-0") & ours, "our driver's pod was not replaced"
 
 
 def test_on_an_existing_cluster_a_driver_pod_that_is_not_replaced_fails_the_restart(small_cluster):
     handle = _fake_daemonset_driver(small_cluster)
-    handle.kube.delete(rest.DAEMON_SETS, "fake-plugin", "drivers", propagation="Orphan")
-    record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=5)
-    assert "did not come back within 5s: no Ready plugin pod on the node" in record.failure, record
+
+    def orphan() -> None:  # nobody will replace the deleted pod
+        handle.kube.delete(rest.DAEMON_SETS, "fake-plugin", "drivers", propagation="Orphan")
+
+    record = Disruptor(handle, allowed=True).restart_driver("gpu-node-0", kill=True, down_for=0, deadline=5,
+                                                            while_down=orphan)
+    assert "did not come back within 5s: no Ready replacement pod of DaemonSet drivers/fake-plugin" in record.failure, record
+
+
+def _cordoned(kube: rest.Kube, node: str) -> bool:
+    return bool(kube.get(rest.NODES, node)["spec"].get("unschedulable"))
+
+
+def test_a_node_cordoned_before_the_run_is_never_chosen_and_stays_cordoned(small_cluster):
+    handle = _fake_daemonset_driver(small_cluster)
+    kube = handle.kube
+    kube.patch(rest.NODES, "gpu-node-0", {"spec": {"unschedulable": True}})  # someone's maintenance
+    disruptor = Disruptor(handle, allowed=True)
+    assert disruptor.target_node() == "gpu-node-1"
+    with disruptor.restoring("gpu-node-0", "gpu-node-1"):
+        disruptor.cordon("gpu-node-0")  # already cordoned: left as found, not recorded as ours
+        disruptor.cordon("gpu-node-1")
+    assert _cordoned(kube, "gpu-node-0"), "a node cordoned for maintenance was uncordoned"
+    assert not _cordoned(kube, "gpu-node-1"), "our own cordon was not undone"
+    kube.patch(rest.NODES, "gpu-node-1", {"spec": {"unschedulable": True}})
+    with pytest.raises(DisruptionRefused, match="already cordoned: gpu-node-0, gpu-node-1"):
+        disruptor.target_node()
+
+
+def test_restoring_every_node_would_uncordon_the_maintenance_node_without_the_record(small_cluster):
+    """Negative control: the maintenance check above fails if restore uncordons what it did not cordon."""
+    handle = _fake_daemonset_driver(small_cluster)
+    kube = handle.kube
+    kube.patch(rest.NODES, "gpu-node-0", {"spec": {"unschedulable": True}})
+    disruptor = Disruptor(handle, allowed=True)
+    disruptor.cordoned.add("gpu-node-0")  # the old behaviour: every node named is treated as ours
+    with disruptor.restoring("gpu-node-0"):
+        pass
+    assert not _cordoned(kube, "gpu-node-0")

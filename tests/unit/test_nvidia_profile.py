@@ -77,6 +77,6 @@ def test_the_charts_class_selectors_split_gpus_from_mig_devices():
     assert evaluate(model, "gpu.nvidia.com", gpu).matched
 
 
-def test_driver_pods_are_found_with_old_and_new_charts():
-    # Charts to v25.8 set only nvidia-dra-driver-gpu-component; later ones set it as well.
-    assert NVIDIA.driver_pod_selector == "nvidia-dra-driver-gpu-component=kubelet-plugin"
+def test_driver_pods_are_those_of_the_charts_kubelet_plugin_daemonset():
+    # The chart names it <chart name>-kubelet-plugin; pods are matched by owner, not by label.
+    assert NVIDIA.driver_daemonset == ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin")

@@ -21,6 +21,12 @@ def condition(obj: Obj, kind: str) -> Obj | None:
     return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
+def pod_ready(pod: Obj) -> bool:
+    """Running, Ready and not being deleted."""
+    return (pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+            and (condition(pod, "Ready") or {}).get("status") == "True")
+
+
 def scheduling_message(pod: Obj | None) -> str:
     """The scheduler's verdict on a pod, e.g. ``0/4 nodes are available: ...``."""
     if pod is None:

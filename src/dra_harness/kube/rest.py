@@ -294,6 +294,22 @@ class Kube:
             resp.release_conn()
 
 
+def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, ...]) -> Resource | None:
+    """The first of ``versions`` in which the server serves ``group``/``plural`` (cluster-scoped), or None."""
+    for version in versions:
+        try:
+            listing = kube.request("GET", f"/apis/{group}/{version}")
+        except (NotFound, Gone):
+            continue
+        except ApiError as e:
+            if e.status in (403, 503):  # not allowed to discover, or the group version is unavailable
+                continue
+            raise
+        if any(r.get("name") == plural for r in listing.get("resources", [])):
+            return Resource(group, version, plural, kind, False)
+    return None
+
+
 def _error(status: int, text: str) -> ApiError:
     try:
         body = json.loads(text)

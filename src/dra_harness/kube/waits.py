@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import urllib3
 
-from .rest import Gone, Kube, Obj, Resource
+from .rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
 
 
 class WaitError(AssertionError):
@@ -56,6 +56,48 @@ class Snapshot:
         return list(self.items.values())
 
 
+#: Answers an API server gives while it restarts: the wait reconnects instead of failing.
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Reconnect backoff: first retry, growth factor, ceiling (seconds).
+BACKOFF = (0.2, 2.0, 2.0)
+
+
+@dataclass
+class Outage:
+    """Times a wait could not reach the API server; said in the timeout text if it mattered."""
+
+    reconnects: int = 0
+    seconds: float = 0.0
+    last_error: str = ""
+    _since: float | None = None
+
+    def down(self, error: Exception) -> float:
+        """Note a failed call; returns how long to sleep before the next try."""
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        self.reconnects += 1
+        self.last_error = str(error).splitlines()[0][:200]
+        first, factor, ceiling = BACKOFF
+        return min(ceiling, first * factor ** min(self.reconnects - 1, 8))
+
+    def up(self) -> None:
+        if self._since is not None:
+            self.seconds += time.monotonic() - self._since
+            self._since = None
+
+    def describe(self) -> str:
+        self.up()
+        if not self.reconnects:
+            return ""
+        return (f"; the API server was unreachable for {self.seconds:.1f}s of the wait "
+                f"({self.reconnects} reconnect attempts, last: {self.last_error})")
+
+
+def _transient(error: Exception) -> bool:
+    return isinstance(error, Unreachable) or (isinstance(error, ApiError) and error.status in TRANSIENT_STATUS)
+
+
 def watch_until(
     kube: Kube,
     res: Resource,
@@ -68,9 +110,15 @@ def watch_until(
     fail: Callable[[list[Obj]], str | None] | None = None,
     why: Callable[[list[Obj]], str] | None = None,
 ) -> list[Obj]:
-    """Follow ``res`` until ``done(objects)`` holds; return the objects at that moment."""
+    """Follow ``res`` until ``done(objects)`` holds; return the objects at that moment.
+
+    An API server that restarts mid-wait costs the wait nothing but time: it reconnects
+    with backoff and re-lists (events missed while it was away are then seen as state),
+    until its own deadline; a timeout then says how long the server was away.
+    """
     deadline = time.monotonic() + timeout
     snap = Snapshot()
+    outage = Outage()
 
     def relist() -> str:
         items, version = kube.list_with_version(res, namespace, label_selector, field_selector)
@@ -89,33 +137,58 @@ def watch_until(
                 raise WaitFailed(what, reason, current)
         return False
 
-    rv = relist()
+    def timed_out() -> WaitTimeout:
+        current = snap.values()
+        detail = why(current) if why else _summary(current)
+        return WaitTimeout(what, timeout, current, detail + outage.describe())
+
+    rv = ""
+    while not rv:  # the first list: the server may be restarting as the wait begins
+        try:
+            rv = relist() or "0"
+        except (Unreachable, ApiError) as e:
+            if not _transient(e):
+                raise
+            pause = outage.down(e)
+            if time.monotonic() + pause > deadline:
+                raise timed_out() from e
+            time.sleep(pause)
+    outage.up()
     if check():
         return snap.values()
+    must_relist = False
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            current = snap.values()
-            raise WaitTimeout(what, timeout, current, why(current) if why else _summary(current))
+            raise timed_out()
         try:
+            if must_relist:  # too old a version, or back after an outage: start from the state as it is now
+                rv = relist()
+                must_relist = False
+                outage.up()
+                if check():
+                    return snap.values()
             for kind, obj in kube.watch(
                 res, namespace, rv, label_selector, field_selector, timeout_seconds=max(1, int(remaining))
             ):
-                if kind == "BOOKMARK":
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    continue
+                outage.up()
                 rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                if kind == "BOOKMARK":
+                    continue
                 snap.apply(kind, obj)
                 if check():
                     return snap.values()
                 if time.monotonic() > deadline:
                     break
         except Gone:
-            rv = relist()
-            if check():
-                return snap.values()
+            must_relist = True
         except urllib3.exceptions.ReadTimeoutError:
             pass
+        except (Unreachable, ApiError) as e:
+            if not _transient(e):
+                raise
+            must_relist = True
+            time.sleep(max(0.0, min(outage.down(e), deadline - time.monotonic())))
 
 
 def wait_for_object(

@@ -211,15 +211,17 @@ class LocalCluster:
         """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""
         self.supervisor.stop(f"driver-{node}", grace=0 if kill else 10, sig=signal.SIGKILL if kill else signal.SIGTERM)
 
-    def restart_component(self, name: str) -> None:
-        """Restart kube-scheduler or kube-controller-manager with the same flags."""
+    def restart_component(self, name: str, kill: bool = False, down_for: float = 0.0) -> None:
+        """Restart a control-plane component with the same flags (SIGKILL with ``kill``),
+        leaving it down ``down_for`` seconds: what a control-plane upgrade or crash looks like."""
         st = self.state()
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
-        restartable = ("kube-scheduler", "kube-controller-manager")
+        restartable = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
         if name not in restartable:
             raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
-        self.supervisor.stop(name)
+        self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
+        time.sleep(down_for)
         self._start_control_plane_component(name, st)
 
     # -- objects -----------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""A control-plane restart mid-run costs a wait time, never a false verdict or a hang.
+
+Staging clusters restart their API servers (upgrades, certificate rotation, a crash).
+A wait in progress must reconnect and carry on until its own deadline; when the
+deadline passes, the failure says the server was away. The negative control shows a
+bare watch, the thing waits are built on, does break on the same restart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.kube.waits import WaitTimeout, wait_for_object
+
+pytestmark = pytest.mark.cluster
+
+
+def _configmap(kube: rest.Kube, data: dict[str, str]) -> None:
+    body = {"metadata": {"name": "signal"}, "data": data}
+    try:
+        kube.create(rest.CONFIG_MAPS, body, "default")
+    except rest.Conflict:
+        kube.patch(rest.CONFIG_MAPS, "signal", {"data": data}, "default")
+
+
+def test_a_wait_survives_a_killed_api_server_and_sees_the_change_made_after_it_returns(small_cluster):
+    kube = small_cluster.kube()
+    _configmap(kube, {"go": "no"})
+    outcome: dict[str, object] = {}
+
+    def wait() -> None:
+        started = time.monotonic()
+        try:
+            obj = wait_for_object(kube, rest.CONFIG_MAPS, "signal", lambda o: o.get("data", {}).get("go") == "yes",
+                                  90, "the signal to turn yes", namespace="default")
+            outcome["data"] = obj["data"]
+        except Exception as e:  # noqa: BLE001 - the assertion below names it
+            outcome["error"] = e
+        outcome["took"] = time.monotonic() - started
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)
+    small_cluster.restart_component("kube-apiserver", kill=True, down_for=3.0)
+    deadline = time.monotonic() + 60
+    while True:  # the harness's own readiness probe: /readyz answers again
+        try:
+            kube.raw("/readyz")
+            break
+        except (rest.Unreachable, rest.ApiError):
+            assert time.monotonic() < deadline, "the API server did not come back within 60s"
+            time.sleep(0.2)
+    _configmap(kube, {"go": "yes"})
+    waiter.join(timeout=120)
+    assert not waiter.is_alive(), "the wait hung past its deadline"
+    assert "error" not in outcome, f"the wait failed across the restart: {outcome.get('error')!r}"
+    assert outcome["data"] == {"go": "yes"}
+    assert outcome["took"] < 90
+
+
+def test_a_wait_that_cannot_succeed_ends_at_its_deadline_and_says_the_server_was_away(small_cluster):
+    kube = small_cluster.kube()
+    _configmap(kube, {"go": "no"})
+    failure: dict[str, object] = {}
+
+    def wait() -> None:
+        started = time.monotonic()
+        try:
+            wait_for_object(kube, rest.CONFIG_MAPS, "signal", lambda o: False, 20, "a condition that never holds",
+                            namespace="default")
+        except WaitTimeout as e:
+            failure["text"] = str(e)
+        failure["took"] = time.monotonic() - started
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)
+    small_cluster.restart_component("kube-apiserver", kill=True, down_for=5.0)
+    waiter.join(timeout=60)
+    assert not waiter.is_alive(), "the wait hung past its deadline"
+    assert 19 <= failure["took"] <= 30, f"the wait ended after {failure['took']:.1f}s, not at its 20s deadline"
+    assert "timed out after 20s" in failure["text"] and "the API server was unreachable for" in failure["text"], failure["text"]
+
+
+def test_a_bare_watch_breaks_when_the_api_server_is_killed(small_cluster):
+    """Negative control: without the waits' reconnects, the same restart ends the stream and the re-watch fails."""
+    kube = small_cluster.kube()
+    _configmap(kube, {"go": "no"})
+    _, version = kube.list_with_version(rest.CONFIG_MAPS, "default")
+    broke: dict[str, object] = {}
+
+    def follow() -> None:
+        try:
+            for _ in kube.watch(rest.CONFIG_MAPS, "default", version, timeout_seconds=30):
+                pass
+            broke["ended"] = True  # the stream ended early: the server went away
+            list(kube.watch(rest.CONFIG_MAPS, "default", version, timeout_seconds=30))
+        except rest.Unreachable as e:
+            broke["error"] = e
+
+    watcher = threading.Thread(target=follow)
+    watcher.start()
+    time.sleep(1.0)
+    small_cluster.restart_component("kube-apiserver", kill=True, down_for=5.0)
+    watcher.join(timeout=60)
+    assert broke.get("ended") and isinstance(broke.get("error"), rest.Unreachable), broke
