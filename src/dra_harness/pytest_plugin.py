@@ -14,6 +14,8 @@ import dataclasses
 import fcntl
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from . import evidence as evidence_mod
-from . import failure_evidence
+from . import failure_evidence, lifetime, run_watchdog
 from .cluster_handle import ClusterHandle, open_existing, open_local, sweep_run
 from .components.catalog import KUBERNETES_VERSIONS
 from .disruption import Disruptor
@@ -39,6 +41,9 @@ from .local.cluster import LocalCluster
 from .profiles import ProfileError, by_name, detect
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
+#: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
+_LOCK_DIR_ENV = "DRA_HARNESS_LOCK_DIR"
+_WATCHDOG = pytest.StashKey["subprocess.Popen"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,6 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
             # xdist hands its run uid to every worker; make it ours.
             config.option.testrunuid = run_id
         os.environ[_OWNER_ENV] = str(os.getpid())
+        # Never a predictable path under /tmp: root would follow a planted symlink.
+        os.environ[_LOCK_DIR_ENV] = tempfile.mkdtemp(prefix=f"dra-harness-{run_id}-")
+        lifetime.terminate_as_interrupt()  # CI's SIGTERM runs teardown and the sweep, like Ctrl-C
     config._dra_run_id = run_id  # type: ignore[attr-defined]
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
@@ -99,6 +107,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
     if workerinput is None:
         _check_inputs(config)
+        _start_watchdog(config, run_id)
+
+
+def _start_watchdog(config: pytest.Config, run_id: str) -> None:
+    """If this process is killed outright, sweep what the run made on a cluster that outlives it."""
+    kubeconfig = None
+    if config.getoption("--cluster") == "existing":
+        kubeconfig = str(Path(config.getoption("--kubeconfig") or os.environ["KUBECONFIG"]).resolve())
+    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), kubeconfig,
+                                                 config.getoption("--context"))
 
 
 def _check_inputs(config: pytest.Config) -> None:
@@ -147,15 +165,28 @@ def _local_name(config: pytest.Config) -> str:
 
 
 def _lock_path(run_id: str, kind: str) -> Path:
-    """A lock file the processes of one run share (xdist workers on this machine)."""
-    return Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.{kind}.lock"
+    """A lock file the processes of one run share (xdist workers on this machine), in the run's private directory."""
+    return Path(os.environ[_LOCK_DIR_ENV]) / f"{run_id}.{kind}.lock"
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
+    lifetime.stopping.set()  # teardown must not wait out deadlines on a cluster that may be going away
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
-    for kind in ("cluster", "devices"):
-        _lock_path(_run_id(config), kind).unlink(missing_ok=True)
+    try:
+        _clean_up(config)
+    finally:
+        shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
+        watchdog = config.stash.get(_WATCHDOG, None)
+        if watchdog is not None:  # our own cleanup is done: nothing is left for it
+            watchdog.kill()
+            watchdog.wait()
+
+
+def _clean_up(config: pytest.Config) -> None:
     if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
         LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
     elif config.getoption("--cluster") == "kind" and kind_session.owns_cluster(config):

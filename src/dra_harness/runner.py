@@ -21,12 +21,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__
+from . import __version__, lifetime
 from .components import build as builder
 from .components import catalog
 from .kube.client import KubeconfigError, connect
 from .local.cluster import ClusterSpec, LocalCluster
-from .pytest_plugin import _lock_path
 from .report import fingerprint
 from .report.design import load_design
 from .report.files import write_json
@@ -51,10 +50,6 @@ class RunOptions:
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
-
-
-def _terminated(signum, frame) -> None:
-    raise KeyboardInterrupt  # so the finally blocks below run on SIGTERM too
 
 
 def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Console) -> dict:
@@ -83,7 +78,8 @@ def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Con
 
 def _pytest(args: list[str], cwd: Path) -> int:
     """Run the suites; on an interrupt, let pytest clean up its run (SIGINT) before giving up on it."""
-    proc = subprocess.Popen(args, cwd=cwd)
+    # pytest ends with us, however we end (kill -9 included): it gets SIGTERM, which it treats as Ctrl-C.
+    proc = subprocess.Popen(args, cwd=cwd, preexec_fn=lifetime.die_with_parent())
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -117,7 +113,8 @@ def run_suites(options: RunOptions, console: Console) -> int:
         args.append(f"--expected-hardware={Path(options.expected_hardware).resolve()}")
     cluster: LocalCluster | None = None
     code = 3
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    previous = signal.getsignal(signal.SIGTERM)
+    lifetime.terminate_as_interrupt()  # so the finally blocks below run on SIGTERM too
     try:
         if options.provider == "local":
             cluster = LocalCluster(f"run-{run_id}")
@@ -148,8 +145,6 @@ def run_suites(options: RunOptions, console: Console) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-        for kind in ("cluster", "devices"):  # left by a pytest that had to be killed
-            _lock_path(run_id, kind).unlink(missing_ok=True)
         if cluster is not None:
             cluster.down()
         path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import lifetime
 from ..kube import rest
 from ..kube.rest import Kube
 from ..kube.waits import wait_for_object, watch_until
@@ -77,7 +78,8 @@ def _loadgen(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeou
                        "headers": headers, "path": rest.PODS.path(namespace), "t0": t0, "timeout": timeout,
                        "users": 40, "jobs": arrivals}, f)
         proc = subprocess.Popen([sys.executable, "-m", "dra_harness.contention.loadgen", str(plan_file), str(out_file)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lifetime.die_with_parent())  # locust ends with the run
         try:
             _, stderr = proc.communicate(timeout=timeout + 60)
         finally:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import urllib3
 
+from .. import lifetime
 from .rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
 
 
@@ -95,6 +96,8 @@ class Outage:
 
 
 def _transient(error: Exception) -> bool:
+    if lifetime.stopping.is_set():  # the run is being torn down: the cluster may be what is going away
+        return False
     return isinstance(error, Unreachable) or (isinstance(error, ApiError) and error.status in TRANSIENT_STATUS)
 
 

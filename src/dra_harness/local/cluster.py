@@ -44,6 +44,7 @@ from ..kube import rest
 from ..kube.client import connect
 from ..kube.rest import Kube
 from ..labels import DISRUPTABLE_LABEL
+from ..lifetime import alive
 from . import commands, realcluster
 from .pki import PKI
 from .processes import Supervisor, strays
@@ -382,12 +383,4 @@ def all_clusters() -> list[LocalCluster]:
 
 def owner_alive(cluster: LocalCluster) -> bool:
     st = cluster.state()
-    if st is None or st.spec.owner_pid is None:
-        return True
-    try:
-        os.kill(st.spec.owner_pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return st is None or st.spec.owner_pid is None or alive(st.spec.owner_pid)

@@ -8,27 +8,17 @@ cluster and living in its own session, notices that the owner pid is gone and ru
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
+from ..lifetime import alive
 from .cluster import LocalCluster
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: list[str]) -> int:
     owner, name = int(argv[0]), argv[1]
     cluster = LocalCluster(name)
-    while _alive(owner) and cluster.state_dir.exists():
+    while alive(owner) and cluster.state_dir.exists():
         time.sleep(0.5)
     if cluster.state_dir.exists():
         cluster.down()

@@ -1,0 +1,59 @@
+"""A run's processes end with the run, whatever ends it.
+
+CI cancels a job with SIGTERM, or with SIGKILL when the job ignores it. ``dra-harness
+run`` starts pytest, and pytest starts locust; if the parent dies the children must
+not go on acting on a cluster that is being removed. Each child is started with the
+Linux parent-death signal set to SIGTERM, and a process that gets SIGTERM behaves as
+on Ctrl-C: teardown runs, the INCOMPLETE report stays, and waits stop retrying (the
+cluster may be the thing going away) so teardown is quick.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
+#: Set once the process is shutting down: waits then give up on an unreachable cluster at once.
+stopping = threading.Event()
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child get ``sig`` when the process that started it dies."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux: the watchdog still ends the run
+            return
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of that pid exists (possibly another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    stopping.set()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def terminate_as_interrupt() -> None:
+    """From now on SIGTERM (CI cancelling the job) is handled exactly like Ctrl-C."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)

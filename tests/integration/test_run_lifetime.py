@@ -1,0 +1,110 @@
+"""A killed run leaves nothing behind: no process acting on the cluster, no object, no lock.
+
+CI cancels jobs with SIGTERM and, when they linger, SIGKILL. Either way the run's
+pytest must end promptly, its teardown (or, when pytest itself is killed, its
+watchdog) must delete every object of the run, and its private lock directory must go.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.labels import RUN_LABEL
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _run_objects(kube: rest.Kube) -> list[str]:
+    """Namespaces and cluster-scoped objects any run of the harness labelled."""
+    found = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)
+             if not n["metadata"].get("deletionTimestamp")]
+    for res in (rest.PRIORITY_CLASSES, rest.DEVICE_CLASSES):
+        found += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=RUN_LABEL)]
+    return found
+
+
+def _wait_for(what: str, probe, timeout: float):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _lock_dirs() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("dra-harness-*") if p.is_dir() and p.name.count("-") >= 3}
+
+
+def _start(argv: list[str], tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, stdout=(tmp_path / "out.log").open("w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_killing_dra_harness_run_ends_its_pytest_and_removes_the_runs_objects(small_cluster, tmp_path):
+    kube = small_cluster.kube()
+    locks_before = _lock_dirs()
+    runner = _start(["dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(small_cluster.kubeconfig),
+                     "--report-dir", str(tmp_path / "run"), "-k", "allocation"], tmp_path)
+    try:
+        pytest_pid = _wait_for("the run's pytest", lambda: next(iter(_children(runner.pid)), None), 60)
+        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        started = time.monotonic()
+        _wait_for("the run's pytest to end", lambda: not Path(f"/proc/{pytest_pid}").exists(), 60)
+        ended_after = time.monotonic() - started
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
+    assert _lock_dirs() <= locks_before, f"lock directories left: {_lock_dirs() - locks_before}"
+    assert ended_after < 60
+
+
+def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluster, tmp_path):
+    kube = small_cluster.kube()
+    locks_before = _lock_dirs()
+    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
+                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q"], tmp_path)
+    try:
+        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
+        os.kill(proc.pid, signal.SIGKILL)  # no teardown, no unconfigure: only the watchdog is left
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _wait_for("the watchdog to delete the run's objects", lambda: not _run_objects(kube), 90)
+    _wait_for("the run's lock directory to go", lambda: _lock_dirs() <= locks_before, 30)
+
+
+def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
+    kube = small_cluster.kube()
+    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
+                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q"], tmp_path)
+    try:
+        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "out.log").read_text()
+    assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-2000:]}"
+    assert "KeyboardInterrupt" in log
+    _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
