@@ -15,6 +15,7 @@ from typing import TypeVar
 from kubernetes import client
 
 from . import profiles
+from .cluster_lock import LEASES
 from .components import catalog
 from .inventory import Hardware, devices_by_node, load_hardware
 from .kube import builders, rest
@@ -197,7 +198,7 @@ class ClusterHandle:
                         f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
 
 
-def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0) -> list[str]:
+def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:
     """Delete everything labelled with ``run_id`` (kept namespaces aside) and wait until it is gone.
 
     Called once per run by the process that owns it (never by an xdist worker, whose
@@ -211,15 +212,28 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0) -> list[str]:
             kube.delete(res, obj["metadata"]["name"])
     for ns in kube.list(rest.NAMESPACES, label_selector=selector):
         kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
+    for lease in _leases(kube, lease_namespace, selector):
+        kube.delete(LEASES, lease["metadata"]["name"], lease_namespace)
     try:
         watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
                     f"namespaces of run {run_id} to be deleted", label_selector=selector)
     except WaitError:
         pass
     left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
+    left += [f"lease/{lease['metadata']['name']}" for lease in _leases(kube, lease_namespace, selector)]
     for res in cluster_scoped:
         left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
     return left
+
+
+def _leases(kube: Kube, namespace: str, selector: str) -> list[dict]:
+    """The run's Leases (see :mod:`dra_harness.cluster_lock`); none where we may not read them."""
+    try:
+        return kube.list(LEASES, namespace, label_selector=selector)
+    except rest.ApiError as e:
+        if e.status in (403, 404):
+            return []
+        raise
 
 
 def open_existing(

@@ -28,6 +28,7 @@ import pytest
 from . import evidence as evidence_mod
 from . import failure_evidence, lifetime, run_watchdog
 from .cluster_handle import ClusterHandle, open_existing, open_local, sweep_run
+from .cluster_lock import ClusterLock
 from .components.catalog import KUBERNETES_VERSIONS
 from .disruption import Disruptor
 from .evidence import Evidence
@@ -72,6 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tenant-label", default="tenant", help="pod label that names a tenant (sharing audit)")
     group.addoption("--allow-disruptive", action="store_true",
                     help=f"on an existing cluster, let disruptive tests restart drivers on, drain and taint nodes labelled {DISRUPTABLE_LABEL}=true")
+    group.addoption("--lease-namespace", default="default",
+                    help="namespace of the Leases through which concurrent runs on one cluster take turns")
     group.addoption("--dry-run", action="store_true", help="disruptive tests list what they would touch, and touch nothing")
     group.addoption("--kind-node-image", default=None, help="kind: node image (default kindest/node:v<k8s-version>)")
     group.addoption("--driver-image", default=None, help="kind: example-driver image (default: built from the Go-built plugin)")
@@ -205,7 +208,7 @@ def _sweep(config: pytest.Config) -> None:
             kube = connect(kind_session.kubeconfig(config, _run_id(config)))
         else:
             kube = LocalCluster(_local_name(config)).kube()
-        left = sweep_run(kube, _run_id(config))
+        left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
     except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
         sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
         return
@@ -284,18 +287,38 @@ def _exclusive(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) for m in ("exclusive", "disruptive"))
 
 
+@pytest.fixture(scope="session")
+def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[ClusterLock | None]:
+    """The lock other runs on the same cluster see; None on the run's own embedded cluster."""
+    if cluster.local is not None:
+        yield None
+        return
+    lock = ClusterLock(cluster.kube, run_id, request.config.getoption("--lease-namespace"))
+    try:
+        yield lock
+    finally:
+        lock.close()
+
+
 @pytest.fixture(autouse=True)
 def _cluster_lock(request: pytest.FixtureRequest, run_id: str) -> Iterator[None]:
     """Every test that uses the cluster holds the run's lock: shared, or alone when it disrupts.
 
     Held for the whole test, so a disruptive test never overlaps a test that reads
-    the state it disturbs (drivers, slices, cordons), even under pytest-xdist.
+    the state it disturbs (drivers, slices, cordons), even under pytest-xdist, nor a
+    test of another run on the same cluster (the Leases of :mod:`dra_harness.cluster_lock`).
     """
     if "cluster" not in request.fixturenames:
         yield
         return
-    with _device_lock(run_id, _exclusive(request.node)):
-        yield
+    exclusive = _exclusive(request.node)
+    shared_lock: ClusterLock | None = request.getfixturevalue("cluster_lock")
+    with _device_lock(run_id, exclusive):
+        if shared_lock is None:
+            yield
+            return
+        with shared_lock.exclusive() if exclusive else shared_lock.shared():
+            yield
 
 
 @pytest.fixture

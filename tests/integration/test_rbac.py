@@ -21,6 +21,8 @@ from dra_harness.kube import rest
 ROLES = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "dra-harness.yaml"
 BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 ROLE_RES = rest.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+NS_ROLES = rest.Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
+NS_BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
 
 # (verb, group, resource, subresource) the harness uses; every one must be allowed.
 EVERYDAY = [
@@ -58,7 +60,7 @@ def bound(cluster, namespace):
     kube = cluster.kube
     roles = [d for d in yaml.safe_load_all(ROLES.read_text()) if d]
     applied = apply_all(kube, roles)
-    assert applied == ["ClusterRole/dra-harness", "ClusterRole/dra-harness-disruptive"]
+    assert applied == ["ClusterRole/dra-harness", "ClusterRole/dra-harness-disruptive", "Role/dra-harness-leases"]
     bindings = {
         f"{namespace}-everyday": ("everyday", "dra-harness"),
         f"{namespace}-disruptor": ("disruptor", "dra-harness"),
@@ -73,12 +75,23 @@ def bound(cluster, namespace):
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                 "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
             })
+        for sa in ("everyday", "disruptor"):
+            kube.create(NS_BINDINGS, {
+                "metadata": {"name": f"{namespace}-{sa}-leases", "labels": {"dra-harness.io/run": cluster.run_id}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dra-harness-leases"},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+            }, "default")
         yield kube
     finally:
         for name in bindings:
             kube.delete(BINDINGS, name)
+        for sa in ("everyday", "disruptor"):
+            kube.delete(NS_BINDINGS, f"{namespace}-{sa}-leases", "default")
         for role in roles:
-            kube.delete(ROLE_RES, role["metadata"]["name"])
+            if role["kind"] == "Role":
+                kube.delete(NS_ROLES, role["metadata"]["name"], role["metadata"]["namespace"])
+            else:
+                kube.delete(ROLE_RES, role["metadata"]["name"])
 
 
 def test_every_verb_the_harness_uses_is_granted_and_disruption_only_by_its_own_role(cluster, namespace, bound):
