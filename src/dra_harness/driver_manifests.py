@@ -42,6 +42,24 @@ def render_driver_manifests(image: str, kubelet_root: str, cdi_root: str = "/var
     return [d for d in yaml.safe_load_all(filled) if d]
 
 
+def for_embedded(docs: list[dict], apiserver_port: int, devices: int) -> None:
+    """Point the plugin at the embedded API server and set its device count, in place.
+
+    The embedded API server listens on 127.0.0.1 only and there is no kube-proxy for its
+    Service, so the host-network plugin is told the address directly.
+    """
+    for doc in docs:
+        if doc["kind"] != "DaemonSet":
+            continue
+        container = doc["spec"]["template"]["spec"]["containers"][0]
+        env = [e for e in container["env"] if e["name"] not in ("NUM_DEVICES", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")]
+        container["env"] = env + [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": str(apiserver_port)},
+            {"name": "NUM_DEVICES", "value": str(devices)},
+        ]
+
+
 _RBAC = "rbac.authorization.k8s.io"
 RESOURCES = {
     "Namespace": rest.NAMESPACES,

@@ -113,18 +113,10 @@ def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_clus
                 f"{NODE}'s slices to be removed after its driver stopped", field_selector=f"spec.driver={DRIVER_NAME}")
     print(f"slices of a stopped driver gone after {time.monotonic() - started:.1f}s")
     docs = render_driver_manifests(DRIVER_IMAGE, str(rn.kubelet_root), cdi_root=str(rn.cdi_dir))
-    st = real_cluster.state()
+    driver_manifests.for_embedded(docs, real_cluster.state().ports["apiserver"], GPUS)
     for doc in docs:
         if doc["kind"] == "DaemonSet":
-            spec = doc["spec"]["template"]["spec"]
-            spec["nodeSelector"] = {"kubernetes.io/hostname": NODE}
-            # The API server listens on 127.0.0.1 only and there is no kube-proxy for its Service.
-            env = [e for e in spec["containers"][0]["env"] if e["name"] != "NUM_DEVICES"]
-            spec["containers"][0]["env"] = env + [
-                {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-                {"name": "KUBERNETES_SERVICE_PORT", "value": str(st.ports["apiserver"])},
-                {"name": "NUM_DEVICES", "value": str(GPUS)},
-            ]
+            doc["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
     try:
         driver_manifests.apply(kube, docs)
         started = time.monotonic()

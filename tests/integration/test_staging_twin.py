@@ -1,0 +1,129 @@
+"""The harness on a cluster it did not build: same verdicts, nothing of others touched, two runs at once.
+
+The staging twin (:mod:`dra_harness.local.twin`) is the embedded cluster with a
+DaemonSet driver, another vendor's plugin with the same generic labels, two tenants'
+pods holding claims, their PriorityClass and DeviceClass, a node cordoned for
+maintenance, and a ServiceAccount holding only the roles in deploy/rbac. The main
+job runs against it through that ServiceAccount's kubeconfig, as a user's CI would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from dra_harness.kube import rest
+from dra_harness.local import twin as twin_mod
+from dra_harness.local.cluster import ClusterSpec, LocalCluster
+from dra_harness.local.realnode import unavailable_reason
+from dra_harness.report.results import read_results
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+#: Tests whose verdict on the twin differs from the embedded cluster's (all pass there), and why.
+DIFFERS = {
+    "test_a_claim_made_while_the_driver_is_down_is_allocated_or_waits_with_a_reason":
+        "skipped: a DaemonSet replaces the stopped driver within seconds; the harness cannot hold it down",
+    "test_slices_wiped_while_the_driver_is_down_come_back_with_it":
+        "skipped: as above, and the driver's slices are not the harness's to delete",
+    "test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers_keep_running":
+        "skipped: the driver does not stay gone 30 s under a DaemonSet",
+    "test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepares_it":
+        "skipped: the DaemonSet brings the driver back while the pod terminates",
+}
+
+
+@pytest.fixture(scope="module")
+def twin(binaries, tmp_path_factory):
+    name = f"it-twin-{uuid.uuid4().hex[:6]}"
+    cluster = LocalCluster(name)
+    real = 1 if unavailable_reason() is None else 0
+    cluster.up(ClusterSpec(name=name, nodes=3, gpus_per_node=8, real_nodes=real, owner_pid=os.getpid()), timeout=240)
+    try:
+        started = time.monotonic()
+        made = twin_mod.build(cluster, tmp_path_factory.mktemp("twin"))
+        print(f"staging twin built in {time.monotonic() - started:.1f}s (real nodes: {real})")
+        yield cluster, made
+    finally:
+        cluster.down()
+
+
+def _run(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
+         "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
+         "--ignore=suites/test_contention.py", *extra],
+        capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    return out, time.monotonic() - started
+
+
+def _verdicts(report_dir: Path) -> dict[str, str]:
+    """``suite::test`` -> outcome."""
+    return {f"{r['suite']}::{r['test']}": r["outcome"] for r in read_results(report_dir)}
+
+
+def _check_verdicts(verdicts: dict[str, str], log: str) -> None:
+    failed = {t: o for t, o in verdicts.items() if o not in ("passed", "skipped")}
+    assert not failed, f"failed on the twin: {failed}\n{log[-3000:]}"
+    # The GPU visibility suite needs the nvidia profile and a probe image: it skips on the embedded cluster too.
+    unexpected = {t for t, o in verdicts.items() if o == "skipped" and t.split("::")[1].split("[")[0] not in DIFFERS
+                  and not t.startswith("gpu_visibility::")}
+    assert not unexpected, f"skipped on the twin but not listed in DIFFERS: {sorted(unexpected)}"
+
+
+def test_a_run_through_the_serviceaccount_gives_the_embedded_verdicts_and_touches_nothing_of_others(twin, tmp_path):
+    cluster, made = twin
+    kube = cluster.kube()
+    before = twin_mod.others(kube)
+    out, took = _run(made, tmp_path / "run")
+    verdicts = _verdicts(tmp_path / "run")
+    print(f"twin run: {took:.1f}s, {sum(o == 'passed' for o in verdicts.values())} passed, "
+          f"{sum(o == 'skipped' for o in verdicts.values())} skipped")
+    for test, outcome in sorted(verdicts.items()):
+        print(f"  {outcome:8} {test}")
+    _check_verdicts(verdicts, out.stdout + out.stderr)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert kube.get(rest.NODES, made.maintenance_node)["spec"].get("unschedulable"), "the maintenance node was uncordoned"
+    assert not twin_mod.changed(before, twin_mod.others(kube)), twin_mod.changed(before, twin_mod.others(kube))
+    assert not twin_mod.leftovers(kube), twin_mod.leftovers(kube)
+    assert any(v == "passed" and t.startswith("driver_restart::") for t, v in verdicts.items()), "no driver restart ran"
+
+
+def test_the_twin_check_catches_a_run_that_uncordons_and_deletes_what_is_not_its_own(twin):
+    """Negative control: the same comparisons flag the harm the old code did."""
+    cluster, made = twin
+    kube = cluster.kube()
+    before = twin_mod.others(kube)
+    pods = kube.list(rest.PODS, twin_mod.OTHER_NAMESPACE)
+    kube.patch(rest.NODES, made.maintenance_node, {"spec": {"unschedulable": False}})
+    kube.delete(rest.PODS, pods[0]["metadata"]["name"], twin_mod.OTHER_NAMESPACE, grace_seconds=0)
+    try:
+        changes = twin_mod.changed(before, twin_mod.others(kube))
+        assert f"changed: Node/{made.maintenance_node}" in changes
+        assert f"gone: Pod/{twin_mod.OTHER_NAMESPACE}/{pods[0]['metadata']['name']}" in changes
+    finally:
+        kube.patch(rest.NODES, made.maintenance_node, {"spec": {"unschedulable": True}})
+
+
+def test_two_runs_at_once_both_finish_with_their_own_verdicts(twin, tmp_path):
+    cluster, made = twin
+    kube = cluster.kube()
+    before = twin_mod.others(kube)
+    started = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda i: _run(made, tmp_path / f"run-{i}"), range(2)))
+    both = time.monotonic() - started
+    print(f"two concurrent runs: {both:.1f}s wall ({runs[0][1]:.1f}s and {runs[1][1]:.1f}s)")
+    for i, (out, _) in enumerate(runs):
+        _check_verdicts(_verdicts(tmp_path / f"run-{i}"), out.stdout + out.stderr)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert not twin_mod.changed(before, twin_mod.others(kube)), twin_mod.changed(before, twin_mod.others(kube))
+    assert not twin_mod.leftovers(kube), twin_mod.leftovers(kube)
