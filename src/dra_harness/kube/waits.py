@@ -171,6 +171,7 @@ def watch_until(
                 outage.up()
                 if check():
                     return snap.values()
+            opened = time.monotonic()
             for kind, obj in kube.watch(
                 res, namespace, rv, label_selector, field_selector, timeout_seconds=max(1, int(remaining))
             ):
@@ -183,6 +184,8 @@ def watch_until(
                     return snap.values()
                 if time.monotonic() > deadline:
                     break
+            if time.monotonic() - opened < 0.1:  # a server going down may end streams at once: do not spin
+                time.sleep(0.1)
         except Gone:
             must_relist = True
         except urllib3.exceptions.ReadTimeoutError:
