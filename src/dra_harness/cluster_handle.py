@@ -171,6 +171,14 @@ class ClusterHandle:
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]
 
+    def create_namespace(self, name: str, labels: dict[str, str]) -> None:
+        """A namespace of this run. On a cluster the harness did not create, it then binds itself
+        ``dra-harness-namespace`` there (deploy/rbac): its writes are granted per namespace it
+        owns, never cluster-wide."""
+        self.kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": labels}})
+        if self.local is None:
+            grant_namespace_role(self.kube, name)
+
     def delete_namespace(self, name: str) -> None:
         """Free a test's devices now and delete its namespace in the background.
 
@@ -196,6 +204,43 @@ class ClusterHandle:
                     label_selector=run_selector(self.run_id),
                     why=lambda claims: "still allocated: " + ", ".join(
                         f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
+
+
+#: The ClusterRole with a test's in-namespace writes, bound by the harness in each namespace it creates.
+NAMESPACE_ROLE = "dra-harness-namespace"
+ROLE_BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
+
+
+def grant_namespace_role(kube: Kube, namespace: str, timeout: float = 15.0) -> None:
+    """Bind :data:`NAMESPACE_ROLE` to ourselves in ``namespace`` and wait until it takes effect.
+
+    An identity that may not bind it (no ``bind`` on that role) but already may write there
+    (cluster-admin) is fine: what matters is that a pod may be created, which is asked of the
+    API server (SelfSubjectAccessReview) rather than assumed.
+    """
+    user = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})["status"]["userInfo"]
+    try:
+        kube.create(ROLE_BINDINGS, {
+            "metadata": {"name": "dra-harness"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAMESPACE_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user["username"]}],
+        }, namespace)
+    except rest.ApiError as e:
+        if e.status not in (403, 404):  # 404: the role is not installed; an admin needs none
+            raise
+    end = time.monotonic() + timeout
+    while True:
+        review = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "pods"}}})
+        if review["status"].get("allowed"):
+            return
+        if time.monotonic() > end:
+            raise rest.ApiError(403, "Forbidden", f"{user['username']} may not create pods in its own namespace "
+                                f"{namespace}: bind the roles in deploy/rbac/dra-harness.yaml ({NAMESPACE_ROLE} "
+                                "needs the `bind` grant of role dra-harness)")
+        time.sleep(0.2)
 
 
 def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:

@@ -335,7 +335,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
     if exclusive:
         cluster.wait_until_quiet()
     name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
-    kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: run_id, TEST_LABEL: slug}}})
+    cluster.create_namespace(name, {RUN_LABEL: run_id, TEST_LABEL: slug})
     keep = False
     try:
         # The ServiceAccount admission plugin rejects pods until the default SA exists.

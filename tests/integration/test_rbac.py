@@ -1,9 +1,11 @@
-"""The ClusterRoles we ship (deploy/rbac/dra-harness.yaml) are enough, and the disruptive one is separate.
+"""The roles we ship (deploy/rbac/dra-harness.yaml) are enough, and grant nothing beyond the harness's own.
 
-Checked on the embedded cluster (RBAC on): the roles are applied with the kind provider's
-server-side apply, bound to ServiceAccounts, asked about every verb the harness uses
-(SubjectAccessReview), and then suites run for real as the ServiceAccount holding only
-the non-disruptive role, through ``--cluster=existing``.
+Checked on the embedded cluster (RBAC on): the roles and the admission policy are applied
+with the kind provider's server-side apply and bound to ServiceAccounts named
+``dra-harness`` (the name the policy matches). The API server is asked about every verb
+the harness uses *and* about what it must not be able to do (SubjectAccessReview); the
+policy's denials are tried for real with the ServiceAccount's token; and suites run for
+real as the ServiceAccount holding only the everyday roles, through ``--cluster=existing``.
 """
 
 from __future__ import annotations
@@ -15,110 +17,184 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_harness.kind.apply import apply_all
+from dra_harness.cluster_handle import grant_namespace_role
+from dra_harness.kind.apply import apply_all, resource_for
 from dra_harness.kube import rest
+from dra_harness.kube.client import connect
+from dra_harness.labels import RUN_LABEL
 
 ROLES = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "dra-harness.yaml"
-BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False)
-ROLE_RES = rest.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
-NS_ROLES = rest.Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
-NS_BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
+_RBAC = "rbac.authorization.k8s.io"
+BINDINGS = rest.Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False)
+NS_BINDINGS = rest.Resource(_RBAC, "v1", "rolebindings", "RoleBinding", True)
+DRIVER_NAMESPACE = "dra-example-driver"
 
-# (verb, group, resource, subresource) the harness uses; every one must be allowed.
+# (verb, group, resource, subresource, namespace) the harness uses; every one must be allowed.
 EVERYDAY = [
-    ("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), ("patch", "", "namespaces", ""),
-    ("watch", "", "namespaces", ""), ("create", "", "pods", ""), ("deletecollection", "", "pods", ""),
-    ("get", "", "pods", "log"), ("create", "", "configmaps", ""), ("create", "", "resourcequotas", ""),
-    ("list", "", "events", ""), ("get", "", "serviceaccounts", ""), ("list", "", "nodes", ""),
-    ("deletecollection", "apps", "deployments", ""), ("list", "apps", "daemonsets", ""),
-    ("deletecollection", "batch", "jobs", ""), ("create", "scheduling.k8s.io", "priorityclasses", ""),
-    ("create", "policy", "poddisruptionbudgets", ""),
-    ("create", "resource.k8s.io", "resourceclaims", ""), ("deletecollection", "resource.k8s.io", "resourceclaims", ""),
-    ("list", "resource.k8s.io", "resourceclaims", ""), ("create", "resource.k8s.io", "resourceclaimtemplates", ""),
-    ("watch", "resource.k8s.io", "resourceslices", ""), ("get", "resource.k8s.io", "deviceclasses", ""),
+    ("create", "", "namespaces", "", ""), ("delete", "", "namespaces", "", ""), ("patch", "", "namespaces", "", ""),
+    ("watch", "", "namespaces", "", ""), ("list", "", "pods", "", "any"), ("list", "", "events", "", "any"),
+    ("get", "", "serviceaccounts", "", "any"), ("list", "", "nodes", "", ""), ("list", "apps", "daemonsets", "", "any"),
+    ("create", "scheduling.k8s.io", "priorityclasses", "", ""), ("list", "resource.k8s.io", "resourceclaims", "", "any"),
+    ("watch", "resource.k8s.io", "resourceslices", "", ""), ("get", "resource.k8s.io", "deviceclasses", "", ""),
+    ("create", _RBAC, "rolebindings", "", "any"), ("create", "coordination.k8s.io", "leases", "", "default"),
+]
+#: Granted only inside a namespace the harness created and bound dra-harness-namespace in ("own").
+IN_OWN_NAMESPACE = [
+    ("create", "", "pods", "", "own"), ("deletecollection", "", "pods", "", "own"), ("get", "", "pods", "log", "own"),
+    ("create", "", "configmaps", "", "own"), ("create", "", "resourcequotas", "", "own"),
+    ("deletecollection", "apps", "deployments", "", "own"), ("deletecollection", "batch", "jobs", "", "own"),
+    ("create", "policy", "poddisruptionbudgets", "", "own"), ("create", "resource.k8s.io", "resourceclaims", "", "own"),
+    ("deletecollection", "resource.k8s.io", "resourceclaims", "", "own"),
+    ("create", "resource.k8s.io", "resourceclaimtemplates", "", "own"),
 ]
 DISRUPTIVE = [
-    ("patch", "", "nodes", ""), ("create", "", "pods", "eviction"),
-    ("create", "resource.k8s.io", "devicetaintrules", ""), ("delete", "resource.k8s.io", "resourceslices", ""),
+    ("patch", "", "nodes", "", ""), ("create", "", "pods", "eviction", "any"),
+    ("create", "resource.k8s.io", "devicetaintrules", "", ""), ("delete", "", "pods", "", DRIVER_NAMESPACE),
+]
+#: What neither role may do: writes outside its own namespaces, kube-system, cluster-wide pod deletes.
+NEVER = [
+    ("delete", "", "pods", "", "any"), ("delete", "", "pods", "", "kube-system"), ("create", "", "pods", "", "kube-system"),
+    ("deletecollection", "", "pods", "", "any"), ("delete", "coordination.k8s.io", "leases", "", "kube-system"),
+    ("delete", "", "nodes", "", ""), ("delete", "resource.k8s.io", "resourceslices", "", ""),
+    ("create", "", "secrets", "", "any"), ("get", "", "secrets", "", "kube-system"),
 ]
 
 
-def _allowed(kube, namespace: str, sa: str, verb: str, group: str, resource: str, sub: str) -> bool:
+def _allowed(kube, sa_namespace: str, check: tuple[str, str, str, str, str], own: str) -> bool:
+    verb, group, resource, sub, namespace = check
+    attributes = {"verb": verb, "group": group, "resource": resource, "subresource": sub}
+    if namespace:
+        attributes["namespace"] = {"any": "any-namespace", "own": own}.get(namespace, namespace)
     review = kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": f"system:serviceaccount:{namespace}:{sa}",
-                 "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
-                 "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub,
-                                        "namespace": "any-namespace"}},
+        "spec": {"user": f"system:serviceaccount:{sa_namespace}:dra-harness",
+                 "groups": ["system:serviceaccounts", f"system:serviceaccounts:{sa_namespace}"],
+                 "resourceAttributes": attributes},
     })
     return bool(review["status"].get("allowed"))
 
 
-@pytest.fixture
-def bound(cluster, namespace):
-    """Two ServiceAccounts: ``everyday`` (dra-harness) and ``disruptor`` (both roles); cleaned up after."""
-    kube = cluster.kube
-    roles = [d for d in yaml.safe_load_all(ROLES.read_text()) if d]
-    applied = apply_all(kube, roles)
-    assert applied == ["ClusterRole/dra-harness", "ClusterRole/dra-harness-disruptive", "Role/dra-harness-leases"]
-    bindings = {
-        f"{namespace}-everyday": ("everyday", "dra-harness"),
-        f"{namespace}-disruptor": ("disruptor", "dra-harness"),
-        f"{namespace}-disruptor-d": ("disruptor", "dra-harness-disruptive"),
-    }
-    for sa in ("everyday", "disruptor"):
-        kube.create(rest.SERVICE_ACCOUNTS, {"metadata": {"name": sa}}, namespace)
-    try:
-        for name, (sa, role) in bindings.items():
-            kube.create(BINDINGS, {
-                "metadata": {"name": name, "labels": {"dra-harness.io/run": cluster.run_id}},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-            })
-        for sa in ("everyday", "disruptor"):
-            kube.create(NS_BINDINGS, {
-                "metadata": {"name": f"{namespace}-{sa}-leases", "labels": {"dra-harness.io/run": cluster.run_id}},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dra-harness-leases"},
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-            }, "default")
-        yield kube
-    finally:
-        for name in bindings:
-            kube.delete(BINDINGS, name)
-        for sa in ("everyday", "disruptor"):
-            kube.delete(NS_BINDINGS, f"{namespace}-{sa}-leases", "default")
-        for role in roles:
-            if role["kind"] == "Role":
-                kube.delete(NS_ROLES, role["metadata"]["name"], role["metadata"]["namespace"])
-            else:
-                kube.delete(ROLE_RES, role["metadata"]["name"])
-
-
-def test_every_verb_the_harness_uses_is_granted_and_disruption_only_by_its_own_role(cluster, namespace, bound):
-    denied = [c for c in EVERYDAY if not _allowed(bound, namespace, "everyday", *c)]
-    assert not denied, f"dra-harness role lacks {denied}"
-    granted = [c for c in DISRUPTIVE if _allowed(bound, namespace, "everyday", *c)]
-    assert not granted, f"the everyday role can already disrupt: {granted}"
-    denied = [c for c in DISRUPTIVE + EVERYDAY if not _allowed(bound, namespace, "disruptor", *c)]
-    assert not denied, f"the two roles together lack {denied}"
-    # Control: the review does deny what no role grants.
-    assert not _allowed(bound, namespace, "disruptor", "delete", "", "nodes", "")
-
-
-def test_suites_pass_as_a_serviceaccount_holding_only_the_everyday_role(cluster, namespace, bound, tmp_path):
-    token = bound.request("POST", rest.SERVICE_ACCOUNTS.path(namespace, "everyday", "token"), {
+def _token_kubeconfig(kube, admin_kubeconfig: Path, sa_namespace: str, path: Path) -> tuple[Path, str]:
+    token = kube.request("POST", rest.SERVICE_ACCOUNTS.path(sa_namespace, "dra-harness", "token"), {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 900},
     })["status"]["token"]
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    server = admin["clusters"][0]["cluster"]
-    kubeconfig = tmp_path / "sa-kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
+    server = yaml.safe_load(admin_kubeconfig.read_text())["clusters"][0]["cluster"]
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "sa",
         "clusters": [{"name": "c", "cluster": server}],
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
     }))
-    kubeconfig.chmod(0o600)
+    return path, token
+
+
+@pytest.fixture
+def bound(cluster, namespace):
+    """ServiceAccounts named dra-harness: the everyday one in ``namespace``, the disruptive one in
+    ``<namespace>-d``; the roles, policy and bindings are removed after."""
+    kube = cluster.kube
+    disruptor_ns = f"{namespace}-d"[:63]
+    for ns in (DRIVER_NAMESPACE,):  # the driver-pods Role lives there
+        try:
+            kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
+            created_driver_ns = True
+        except rest.Conflict:
+            created_driver_ns = False
+    kube.create(rest.NAMESPACES, {"metadata": {"name": disruptor_ns, "labels": {RUN_LABEL: cluster.run_id}}})
+    docs = [d for d in yaml.safe_load_all(ROLES.read_text()) if d]
+    applied = apply_all(kube, docs)
+    assert "ValidatingAdmissionPolicy/dra-harness-own-objects-only" in applied and "ClusterRole/dra-harness" in applied
+    grants = {namespace: ["dra-harness"], disruptor_ns: ["dra-harness", "dra-harness-disruptive"]}
+    roles = {namespace: ["dra-harness-leases"], disruptor_ns: ["dra-harness-leases", "dra-harness-driver-pods"]}
+    namespaced_roles = {d["metadata"]["name"]: d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"}
+    made: list[tuple[rest.Resource, str, str | None]] = []
+    try:
+        for sa_ns in grants:
+            kube.create(rest.SERVICE_ACCOUNTS, {"metadata": {"name": "dra-harness"}}, sa_ns)
+            subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": sa_ns}]
+            for role in grants[sa_ns]:
+                kube.create(BINDINGS, {"metadata": {"name": f"{sa_ns}-{role}", "labels": {RUN_LABEL: cluster.run_id}},
+                                       "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": role}, "subjects": subject})
+                made.append((BINDINGS, f"{sa_ns}-{role}", None))
+            for role in roles[sa_ns]:
+                kube.create(NS_BINDINGS, {"metadata": {"name": f"{sa_ns}-{role}"[:63]},
+                                          "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": role}, "subjects": subject},
+                            namespaced_roles[role])
+                made.append((NS_BINDINGS, f"{sa_ns}-{role}"[:63], namespaced_roles[role]))
+        yield kube, namespace, disruptor_ns
+    finally:
+        for res, name, ns in made:
+            kube.delete(res, name, ns)
+        for doc in reversed(docs):
+            kube.delete(resource_for(kube, doc["apiVersion"], doc["kind"]), doc["metadata"]["name"],
+                        doc["metadata"].get("namespace"))
+        kube.delete(rest.NAMESPACES, disruptor_ns)
+        if created_driver_ns:
+            kube.delete(rest.NAMESPACES, DRIVER_NAMESPACE)
+
+
+def test_every_verb_the_harness_uses_is_granted_and_nothing_beyond_its_own(cluster, bound, tmp_path):
+    kube, everyday_ns, disruptor_ns = bound
+    own = f"{everyday_ns}-own"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": own, "labels": {RUN_LABEL: cluster.run_id}}})
+    sa_kubeconfig, _ = _token_kubeconfig(kube, Path(cluster.kubeconfig), everyday_ns, tmp_path / "everyday")
+    try:
+        assert not [c for c in IN_OWN_NAMESPACE if _allowed(kube, everyday_ns, c, own)], "granted before the harness binds itself"
+        grant_namespace_role(connect(str(sa_kubeconfig)), own)  # what the harness does for each namespace it creates
+        denied = [c for c in EVERYDAY + IN_OWN_NAMESPACE if not _allowed(kube, everyday_ns, c, own)]
+        assert not denied, f"the everyday roles lack {denied}"
+        granted = [c for c in DISRUPTIVE + NEVER if _allowed(kube, everyday_ns, c, own)]
+        assert not granted, f"the everyday roles grant too much: {granted}"
+        denied = [c for c in DISRUPTIVE + EVERYDAY if not _allowed(kube, disruptor_ns, c, own)]
+        assert not denied, f"the disruptive roles lack {denied}"
+        granted = [c for c in NEVER if _allowed(kube, disruptor_ns, c, own)]
+        assert not granted, f"the disruptive roles grant too much: {granted}"
+        # Control: the review does grant a namespaced write in the namespace the harness bound itself in, only there.
+        assert _allowed(kube, everyday_ns, ("create", "", "pods", "", "own"), own)
+        assert not _allowed(kube, everyday_ns, ("create", "", "pods", "", "any"), own)
+    finally:
+        kube.delete(rest.NAMESPACES, own)
+
+
+def _denied_by_policy(call) -> str:
+    with pytest.raises(rest.ApiError) as caught:
+        call()
+    assert "dra-harness-own-objects-only" in caught.value.message or "dra-harness may" in caught.value.message, caught.value
+    return caught.value.message
+
+
+def test_the_policy_stops_the_harness_from_deleting_relabelling_or_binding_in_others_namespaces(cluster, bound, tmp_path):
+    kube, everyday_ns, _ = bound
+    other, ours = f"{everyday_ns}-tenant", f"{everyday_ns}-ours"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": other}})
+    sa = connect(str(_token_kubeconfig(kube, Path(cluster.kubeconfig), everyday_ns, tmp_path / "sa")[0]))
+    binding = {"metadata": {"name": "escalate"}, "subjects": [{"kind": "User", "name": "x", "apiGroup": _RBAC}],
+               "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "dra-harness-namespace"}}
+    try:
+        _denied_by_policy(lambda: sa.delete(rest.NAMESPACES, other))
+        _denied_by_policy(lambda: sa.patch(rest.NAMESPACES, other, {"metadata": {"labels": {RUN_LABEL: "mine-now"}}}))
+        _denied_by_policy(lambda: sa.create(NS_BINDINGS, binding, other))
+        _denied_by_policy(lambda: sa.create(NS_BINDINGS, binding, "kube-system"))
+        _denied_by_policy(lambda: sa.create(rest.PRIORITY_CLASSES, {"metadata": {"name": f"{everyday_ns}-pc"}, "value": 5}))
+        assert kube.get(rest.NAMESPACES, other)["metadata"].get("labels", {}).get(RUN_LABEL) is None
+        # Negative control: the same calls on what the harness made itself go through.
+        sa.create(rest.NAMESPACES, {"metadata": {"name": ours, "labels": {RUN_LABEL: cluster.run_id}}})
+        sa.create(NS_BINDINGS, binding, ours)
+        sa.patch(rest.NAMESPACES, ours, {"metadata": {"labels": {"dra-harness.io/kept": "true"}}})
+        sa.create(rest.PRIORITY_CLASSES, {"metadata": {"name": f"{everyday_ns}-pc", "labels": {RUN_LABEL: cluster.run_id}},
+                                         "value": 5})
+        sa.delete(rest.PRIORITY_CLASSES, f"{everyday_ns}-pc")
+        sa.delete(rest.NAMESPACES, ours)
+    finally:
+        kube.delete(rest.NAMESPACES, other)
+        kube.delete(rest.NAMESPACES, ours)
+        kube.delete(rest.PRIORITY_CLASSES, f"{everyday_ns}-pc")
+
+
+def test_suites_pass_as_a_serviceaccount_holding_only_the_everyday_role(cluster, bound, tmp_path):
+    kube, everyday_ns, _ = bound
+    kubeconfig, token = _token_kubeconfig(kube, Path(cluster.kubeconfig), everyday_ns, tmp_path / "sa-kubeconfig")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/test_inventory.py", "suites/test_sharing.py", "suites/test_allocation.py",
          "--cluster=existing", f"--kubeconfig={kubeconfig}", "-q", "-p", "no:cacheprovider", "-x"],

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from .. import driver_manifests
+from ..cluster_handle import NAMESPACE_ROLE
 from ..kind.apply import apply_all
 from ..kube import builders, rest
 from ..kube.rest import Kube
@@ -164,6 +165,8 @@ def _serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path) -
     subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": CI_NAMESPACE}]
     for role in roles:
         name = role["metadata"]["name"]
+        if role["kind"] not in ("ClusterRole", "Role") or name == NAMESPACE_ROLE:
+            continue  # the policy binds itself; the namespace role is the harness's to bind, per namespace
         if role["kind"] == "ClusterRole":
             kube.create(CLUSTER_ROLE_BINDINGS, {"metadata": {"name": f"ci-{name}"}, "subjects": subject,
                                                 "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": name}})
