@@ -90,13 +90,26 @@ def load_json(path: Path | str, error: type[Exception], prefix: str) -> dict[str
         raise error(f"{prefix}: is empty")
     try:
         data = json.loads(text)
-    except RecursionError:
+    except RecursionError:  # json's own limit, near 1000 levels
         raise error(f"{prefix}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise error(f"{prefix}: is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise error(f"{prefix}: (top level): is {_kind(data)}, not a JSON object")
+    if _json_depth(data) > MAX_DEPTH:
+        raise error(f"{prefix}: nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+def _json_depth(data: Any) -> int:
+    """How deep a parsed JSON document nests (a tree: JSON has no aliases)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        deepest = max(deepest, level)
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((c, level + 1) for c in children)
+    return deepest
 
 
 def _yaml_problem(e: yaml.YAMLError) -> str:
