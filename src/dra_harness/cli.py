@@ -32,10 +32,31 @@ err = Console(stderr=True)
 EXPECTED = (ClusterError, builder.BuildError, GoError, KubeconfigError, ApiError, Unreachable, ValueError, KeyError)
 
 
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_error(e: click.UsageError) -> None:
+    """Click's usage error as one line with its hint (click itself prints the usage and a blank line too)."""
+    if isinstance(e, _NO_ARGS_IS_HELP):  # a bare group: its help is what was asked for
+        e.show()
+        sys.exit(e.exit_code)
+    hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+    err.print(f"[red]error:[/] {escape(' '.join(e.format_message().split()))}{escape(hint)}", highlight=False, soft_wrap=True)
+    sys.exit(e.exit_code)
+
+
 class Cli(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def, override]
+        try:  # the top level's own options; a subcommand's are parsed inside invoke()
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:
+            _usage_error(e)
+
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            _usage_error(e)
         except EXPECTED as e:
             first, _, rest = str(e).strip().partition("\n")
             err.print(f"[red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)  # one line, never wrapped
@@ -174,7 +195,7 @@ def env(name: str) -> None:
 # -- diagnosis -------------------------------------------------------------------
 @main.command()
 @click.option("-n", "--namespace", help="Only this namespace (default: all).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: the embedded cluster --name, else KUBECONFIG.")
+@click.option("--kubeconfig", type=click.Path(), help="Default: the embedded cluster --name, else KUBECONFIG.")
 @click.option("--context")
 @name_option
 @click.option("--json", "as_json", is_flag=True)
@@ -286,19 +307,19 @@ def bench_build(k8s_version: str) -> None:
 # -- runs -----------------------------------------------------------------------
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--cluster", "provider", type=click.Choice(["local", "existing", "kind"]), default="local", show_default=True)
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Existing cluster's kubeconfig.")
+@click.option("--kubeconfig", type=click.Path(), help="Existing cluster's kubeconfig.")
 @click.option("--context", help="Existing cluster's kubeconfig context.")
 @click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
 @click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
-@click.option("--expected-hardware", type=click.Path(dir_okay=False), help="YAML of the hardware the cluster should publish.")
+@click.option("--expected-hardware", type=click.Path(), help="YAML of the hardware the cluster should publish.")
 @click.option("--driver", help="Driver profile (example, nvidia) or driver name; detected by default.")
 @click.option("--allow-disruptive", is_flag=True, help="Let disruptive tests touch labelled nodes of an existing cluster.")
 @click.option("--dry-run", is_flag=True, help="Disruptive tests list what they would touch and touch nothing.")
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=0, show_default=True,
               help="Embedded cluster: nodes with a real kubelet and containerd, for the container-level checks (root).")
-@click.option("--design-file", type=click.Path(dir_okay=False), help="YAML design record to compare with the run (see fixtures/designs/).")
+@click.option("--design-file", type=click.Path(), help="YAML design record to compare with the run (see fixtures/designs/).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(provider, kubeconfig, context, k8s_version, nodes, gpus_per_node, expected_hardware, driver,
         allow_disruptive, dry_run, report_dir, real_nodes, design_file, pytest_args) -> None:

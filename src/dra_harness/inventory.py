@@ -65,8 +65,9 @@ class Hardware:
 
 
 def load_hardware(path: Path | str) -> Hardware:
-    raw = yamlfile.load(path, HardwareFileError, str(path))
-    yamlfile.validate(raw, HARDWARE_SCHEMA, HardwareFileError, str(path))
+    prefix = f"expected-hardware file {path}"
+    raw = yamlfile.load(path, HardwareFileError, prefix)
+    yamlfile.validate(raw, HARDWARE_SCHEMA, HardwareFileError, prefix)
     devices = raw.get("devices", {})
     return Hardware(
         driver=raw["driver"],

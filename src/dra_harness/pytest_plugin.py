@@ -26,25 +26,23 @@ from pathlib import Path
 import pytest
 
 from . import evidence as evidence_mod
-from . import failure_evidence, lifetime, run_watchdog
+from . import failure_evidence, inputs, lifetime, run_watchdog
 from .cluster_handle import ClusterHandle, open_existing, open_local, sweep_run
 from .cluster_lock import ClusterLock
 from .components.catalog import KUBERNETES_VERSIONS
 from .disruption import Disruptor
 from .evidence import Evidence
-from .inventory import HardwareFileError, load_hardware
 from .kind import session as kind_session
 from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from .local.cluster import LocalCluster
-from .profiles import ProfileError, by_name, detect
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
 _LOCK_DIR_ENV = "DRA_HARNESS_LOCK_DIR"
-_WATCHDOG = pytest.StashKey["subprocess.Popen"]()
+_WATCHDOG = pytest.StashKey[subprocess.Popen]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -115,11 +113,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _start_watchdog(config: pytest.Config, run_id: str) -> None:
     """If this process is killed outright, sweep what the run made on a cluster that outlives it."""
-    kubeconfig = None
-    if config.getoption("--cluster") == "existing":
-        kubeconfig = str(Path(config.getoption("--kubeconfig") or os.environ["KUBECONFIG"]).resolve())
-    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), kubeconfig,
-                                                 config.getoption("--context"))
+    sweep = config.getoption("--cluster") == "existing"
+    kubeconfig = config.getoption("--kubeconfig")
+    # Without --kubeconfig the watchdog inherits KUBECONFIG (possibly a list) from our environment.
+    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), sweep,
+                                                 str(Path(kubeconfig).resolve()) if kubeconfig else None,
+                                                 config.getoption("--context"), config.getoption("--lease-namespace"))
 
 
 def _check_inputs(config: pytest.Config) -> None:
@@ -131,36 +130,18 @@ def _check_inputs(config: pytest.Config) -> None:
     name = config.getoption("--cluster-name")
     if name and (provider == "existing" or provider == "local" and LocalCluster(name).state() is None):
         raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
+    opt = config.getoption
+    try:
+        inputs.check(provider, opt("--kubeconfig"), opt("--context"), opt("--driver"), opt("--expected-hardware"),
+                     opt("--report-dir"))
+    except inputs.ERRORS as e:
+        raise pytest.UsageError(inputs.one_line(e)) from None
     if provider == "kind":
         kind_session.check_inputs(config)
     daemonset = config.getoption("--driver-daemonset")
     if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
         raise pytest.UsageError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
-    hardware = config.getoption("--expected-hardware")
-    if hardware:
-        try:
-            load_hardware(hardware)
-        except HardwareFileError as e:
-            raise pytest.UsageError(f"--expected-hardware {e}") from None
-    if provider == "existing":
-        kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG")
-        if not kubeconfig:
-            raise pytest.UsageError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
-        try:
-            kube = connect(kubeconfig, config.getoption("--context"))
-            kube.request("GET", "/version", timeout=10)
-            driver = config.getoption("--driver")
-            by_name(driver) if driver else detect(kube)
-        except (KubeconfigError, ProfileError, rest.Unreachable, rest.ApiError) as e:
-            raise pytest.UsageError(str(e).splitlines()[0]) from None
-        config._dra_inputs_ok = True  # type: ignore[attr-defined]
-    else:
-        if config.getoption("--driver"):
-            try:
-                by_name(config.getoption("--driver"))
-            except ProfileError as e:
-                raise pytest.UsageError(str(e)) from None
-        config._dra_inputs_ok = True  # type: ignore[attr-defined]
+    config._dra_inputs_ok = True  # type: ignore[attr-defined]
 
 
 def _local_name(config: pytest.Config) -> str:
@@ -203,7 +184,7 @@ def _sweep(config: pytest.Config) -> None:
     """Delete what this run created on a cluster that outlives it."""
     try:
         if config.getoption("--cluster") == "existing":
-            kube = connect(config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG"), config.getoption("--context"))
+            kube = connect(config.getoption("--kubeconfig"), config.getoption("--context"))  # None: KUBECONFIG
         elif config.getoption("--cluster") == "kind":
             kube = connect(kind_session.kubeconfig(config, _run_id(config)))
         else:

@@ -7,7 +7,8 @@ that outlives the run (DeviceTaintRules first: a NoExecute rule left behind woul
 other tenants' pods), and remove the run's private lock directory. A run that ends
 normally stops this process after its own cleanup.
 
-Usage: ``python -m dra_harness.run_watchdog OWNER_PID RUN_ID LOCK_DIR [KUBECONFIG [CONTEXT]]``
+Usage: ``python -m dra_harness.run_watchdog OWNER_PID RUN_ID LOCK_DIR [SWEEP KUBECONFIG CONTEXT LEASE_NAMESPACE]``
+(an empty KUBECONFIG means the KUBECONFIG environment variable, an empty CONTEXT the current one).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 from .lifetime import alive
 
 
-def start(owner: int, run_id: str, lock_dir: Path, kubeconfig: str | None, context: str | None) -> subprocess.Popen:
+def start(owner: int, run_id: str, lock_dir: Path, sweep: bool, kubeconfig: str | None = None,
+          context: str | None = None, lease_namespace: str = "default") -> subprocess.Popen:
     argv = [sys.executable, "-m", "dra_harness.run_watchdog", str(owner), run_id, str(lock_dir)]
-    if kubeconfig:
-        argv += [kubeconfig] + ([context] if context else [])
+    if sweep:
+        argv += ["sweep", kubeconfig or "", context or "", lease_namespace]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, close_fds=True)
 
@@ -38,8 +40,9 @@ def main(argv: list[str]) -> int:
         from .cluster_handle import sweep_run
         from .kube.client import connect
 
+        kubeconfig, context, lease_namespace = argv[4] or None, argv[5] or None, argv[6]
         try:
-            left = sweep_run(connect(argv[3], argv[4] if len(argv) > 4 else None), run_id)
+            left = sweep_run(connect(kubeconfig, context), run_id, lease_namespace=lease_namespace)
         except Exception as e:  # noqa: BLE001 - nobody is left to show a traceback to
             sys.stderr.write(f"dra-harness watchdog: could not clean up run {run_id}: {e}\n")
             left = ["?"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, lifetime
+from . import __version__, inputs, lifetime
 from .components import build as builder
 from .components import catalog
 from .kube.client import KubeconfigError, connect
@@ -94,7 +94,10 @@ def _pytest(args: list[str], cwd: Path) -> int:
 
 def run_suites(options: RunOptions, console: Console) -> int:
     root = builder.repo_root()
-    design = load_design(options.design_file) if options.design_file else None  # bad file: one line, nothing started
+    # Bad input is one line before anything is built, started or written (pytest checks the same again).
+    design = load_design(options.design_file) if options.design_file else None
+    inputs.check(options.provider, options.kubeconfig, options.context, options.driver, options.expected_hardware,
+                 options.report_dir)
     run_id = new_run_id()
     report_dir = Path(options.report_dir or root / "reports" / "out" / run_id).resolve()
     start_run(report_dir, run_id, sys.argv, design)

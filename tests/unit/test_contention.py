@@ -28,8 +28,8 @@ def test_a_malformed_scenario_is_one_line_naming_file_and_field(path: Path):
         load(path)
     msg = str(e.value)
     assert "\n" not in msg
-    assert msg.startswith(f"{path}: ")
-    assert len(msg.split(": ", 2)) == 3, msg  # file: field: problem
+    assert msg.startswith(f"scenario file {path}: ")
+    assert len(msg.split(": ", 2)) == 3, msg  # scenario file <path>: field: problem
 
 
 @pytest.mark.parametrize("path", MALFORMED, ids=lambda p: p.stem)

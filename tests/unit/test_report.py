@@ -76,6 +76,34 @@ def test_not_a_run_directory_is_one_line_error(tmp_path):
     assert "is not a run directory" in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("run.json", "[]", "(top level): is a list, not a JSON object"),
+        ("fingerprint.json", b"\x00\x01", "is binary (it contains NUL bytes), not text"),
+        ("fingerprint.json", '{"drivers": {"name": "gpu.example.com"}}', "drivers: {'name': 'gpu.example.com'} is not of type 'array'"),
+        ("design.json", '{"name": "d"}', "(top level): 'sharingMode' is a required property"),
+        ("evidence.jsonl", '{"test": "a", "outcome": "passed"}\n[1, 2]\n', "line 2: not an evidence record"),
+        ("evidence.jsonl", b"\xff\xfe\n", "is not UTF-8 text"),
+    ],
+)
+def test_a_malformed_file_in_a_run_directory_is_one_line_naming_it(tmp_path, name, content, message):
+    run = make_run(tmp_path / "run")
+    build_summary(run)  # control: the same run renders before the file is spoiled
+    path = run / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(RunDirError) as e:
+        build_summary(run)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_evidence_line_cut_by_a_killed_run_is_skipped(tmp_path):
+    run = make_run(tmp_path / "run")
+    with open(run / "evidence.jsonl", "a") as f:
+        f.write('{"test": "suites/test_x.py::test_cut", "outc')
+    assert build_summary(run)["verdict"] == "PASS"
+
+
 def test_the_design_record_is_compared_point_by_point(tmp_path):
     run = make_run(tmp_path / "run")
     (run / "design.json").write_text(json.dumps(load_design(EXAMPLE_DESIGN)))

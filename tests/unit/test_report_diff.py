@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from dra_harness.cli import main
 from dra_harness.report.diff import Thresholds, compare, load, normalise
-from dra_harness.report.summary import build_summary
+from dra_harness.report import write_report
+from dra_harness.report.summary import RunDirError, build_summary
 from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
 
@@ -97,6 +99,15 @@ def test_the_diff_command_exits_non_zero_only_on_a_regression(tmp_path):
 def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):
     run = make_run(tmp_path / "run")
     assert not (run / "summary.json").exists()
+    assert load(run)["verdict"] == "PASS"
+
+
+def test_a_malformed_summary_json_is_named_and_report_rebuilds_it(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / "summary.json").write_text('{"results": "none"}')
+    with pytest.raises(RunDirError, match=f"^summary {run / 'summary.json'}: results: 'none' is not of type 'array'$"):
+        load(run)
+    write_report(run)  # rebuilt from the run's own files
     assert load(run)["verdict"] == "PASS"
 
 

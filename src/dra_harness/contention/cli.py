@@ -87,7 +87,7 @@ def contention() -> None:
 
 
 @contention.command("run")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=click.Path())
 @click.option("--design", "designs", multiple=True, type=click.Choice(DESIGNS), help="Default: every design the scenario defines.")
 @click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
@@ -100,7 +100,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
     chosen = list(designs) or [d for d in DESIGNS if d in sc.designs]
     missing = [d for d in chosen if d not in sc.designs]
     if missing:
-        raise ValueError(f"{scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
+        raise ValueError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or builder.repo_root() / "reports" / "out" / run_id).resolve() / "contention"
     results = []

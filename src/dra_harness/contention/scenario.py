@@ -23,7 +23,7 @@ DESIGNS = ("shared", "reserved", "pools")
 
 
 class ScenarioError(ValueError):
-    """A scenario file is malformed; the message is one line: ``file: field: problem``."""
+    """A scenario file is malformed; the message is one line: ``scenario file <path>: field: problem``."""
 
 
 _DURATION = {"oneOf": [{"type": "number", "minimum": 0},
@@ -172,7 +172,11 @@ def _field(path: Any) -> str:
 
 def _fail(file: str, where: str, problem: str) -> ScenarioError:
     problem = " ".join(problem.split())
-    return ScenarioError(f"{file}: {where}: {problem[:300]}")
+    return ScenarioError(f"{_prefix(file)}: {where}: {problem[:300]}")
+
+
+def _prefix(file: str) -> str:
+    return f"scenario file {file}"
 
 
 def parse(raw: Any, file: str) -> Scenario:
@@ -239,4 +243,4 @@ def parse(raw: Any, file: str) -> Scenario:
 def load(path: str | Path) -> Scenario:
     """Read and validate one scenario file."""
     file = str(path)
-    return parse(yamlfile.load(path, ScenarioError, file), file)
+    return parse(yamlfile.load(path, ScenarioError, _prefix(file)), file)

@@ -1,17 +1,24 @@
 """Connect to one cluster from a kubeconfig.
 
 One configuration per handle, never the library's global one, so that pytest-xdist
-workers and tests pointed at different clusters cannot cross wires.
+workers and tests pointed at different clusters cannot cross wires. The kubeconfig is
+read and checked by :mod:`dra_harness.yamlfile` like every other file a user hands
+the harness (binary, empty, alias bomb, wrong types: one line naming the file), and
+only then given to the kubernetes client as a dict: the client's own reader would
+expand an alias bomb and fail on wrong types with a traceback.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
-import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import ConfigNode
 
+from .. import yamlfile
 from .rest import Kube
 
 
@@ -19,27 +26,113 @@ class KubeconfigError(RuntimeError):
     """The kubeconfig is missing, unreadable or names no usable context."""
 
 
+_STR = {"type": "string"}
+_NAMED = {"type": ["array", "null"], "items": {"type": "object", "required": ["name"], "properties": {"name": _STR}}}
+
+#: The fields the client reads, with their types; everything else a kubeconfig may hold is let through.
+KUBECONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": _STR,
+        "kind": _STR,
+        "current-context": {"type": ["string", "null"]},
+        "clusters": {**_NAMED, "items": {**_NAMED["items"], "required": ["name", "cluster"], "properties": {
+            "name": _STR,
+            "cluster": {"type": "object", "properties": {
+                "server": _STR, "certificate-authority": _STR, "certificate-authority-data": _STR,
+                "insecure-skip-tls-verify": {"type": "boolean"}, "tls-server-name": _STR, "proxy-url": _STR,
+            }},
+        }}},
+        "contexts": {**_NAMED, "items": {**_NAMED["items"], "required": ["name", "context"], "properties": {
+            "name": _STR,
+            "context": {"type": "object", "required": ["cluster"],
+                        "properties": {"cluster": _STR, "user": _STR, "namespace": _STR}},
+        }}},
+        "users": {**_NAMED, "items": {**_NAMED["items"], "required": ["name", "user"], "properties": {
+            "name": _STR,
+            "user": {"type": "object", "properties": {
+                "token": _STR, "tokenFile": _STR, "username": _STR, "password": _STR,
+                "client-certificate": _STR, "client-certificate-data": _STR,
+                "client-key": _STR, "client-key-data": _STR,
+                "exec": {"type": "object"}, "auth-provider": {"type": "object"},
+            }},
+        }}},
+    },
+}
+
+
+def kubeconfig_files(path: Path | str | None) -> list[str]:
+    """The files a kubeconfig argument means: the path, else KUBECONFIG (a list, as kubectl reads it), else ~/.kube/config."""
+    if path:
+        return [str(path)]
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [os.path.expanduser("~/.kube/config")]
+
+
+def _read(file: str) -> dict[str, Any]:
+    prefix = f"kubeconfig {file}"
+    data = yamlfile.load(file, KubeconfigError, prefix)
+    yamlfile.validate(data, KUBECONFIG_SCHEMA, KubeconfigError, prefix)
+    return data
+
+
+def _merged(files: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """One kubeconfig from several, as kubectl merges them: the first definition of a name and of current-context win.
+
+    Each entry keeps its own file as its path, so relative certificate paths resolve beside that file.
+    """
+    present = files if len(files) == 1 else [f for f in files if os.path.exists(f)] or files[:1]
+    merged: dict[str, Any] = {"clusters": [], "contexts": [], "users": []}
+    for file in present:
+        data = _read(file)
+        for key in ("clusters", "contexts", "users"):
+            seen = {node.value["name"] for node in merged[key]}
+            merged[key] += [ConfigNode(f"{file}/{key}", item, file) for item in data.get(key) or [] if item["name"] not in seen]
+        if data.get("current-context") and not merged.get("current-context"):
+            merged["current-context"] = data["current-context"]
+    return merged, present
+
+
+def _check_context(merged: dict[str, Any], context: str | None, prefix: str) -> None:
+    """The chosen context, its cluster and the cluster's server exist (the client's own messages name neither file nor fix)."""
+    contexts = {n.value["name"]: n.value["context"] for n in merged["contexts"]}
+    known = ", ".join(sorted(contexts)) or "none"
+    name = context or merged.get("current-context")
+    if not name:
+        raise KubeconfigError(f"{prefix}: no current-context; pass --context (contexts: {known})")
+    if name not in contexts:
+        raise KubeconfigError(f"{prefix}: no context {name!r} (contexts: {known})")
+    cluster = contexts[name]["cluster"]
+    clusters = {n.value["name"]: n.value["cluster"] for n in merged["clusters"]}
+    if cluster not in clusters:
+        raise KubeconfigError(f"{prefix}: context {name!r} names cluster {cluster!r}, which it does not define")
+    if not clusters[cluster].get("server"):
+        raise KubeconfigError(f"{prefix}: cluster {cluster!r} has no server")
+
+
 def load_configuration(path: Path | str | None, context: str | None = None) -> client.Configuration:
-    if path is not None and not Path(path).is_file():
-        raise KubeconfigError(f"kubeconfig {path} does not exist")
+    merged, files = _merged(kubeconfig_files(path))
+    prefix = f"kubeconfig {' '.join(files)}"
+    _check_context(merged, context, prefix)
     configuration = client.Configuration()
     try:
-        config.load_kube_config(
-            config_file=str(path) if path else None,
+        config.load_kube_config_from_dict(
+            ConfigNode("kubeconfig", merged, files[0]),
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise KubeconfigError(f"kubeconfig {path}:{where} is not valid YAML") from e
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
-        raise KubeconfigError(f"kubeconfig {path or '~/.kube/config'}: {first}") from e
+        raise KubeconfigError(f"{prefix}: {first}") from e
     return configuration
 
 
 def connect(path: Path | str | None, context: str | None = None) -> Kube:
-    return Kube(load_configuration(path, context))
-
+    configuration = load_configuration(path, context)
+    try:
+        return Kube(configuration)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError: a CA file that is missing or not a certificate
+        files = " ".join(kubeconfig_files(path))
+        raise KubeconfigError(f"kubeconfig {files}: its certificate authority is unusable: "
+                              f"{getattr(e, 'strerror', None) or e}") from e

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import read_json
-from .summary import RunDirError, build_summary
+from .. import yamlfile
+from .summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
 
 Obj = dict[str, Any]
 
@@ -50,16 +50,49 @@ class Diff:
                 "regressions": self.regressions, "changes": self.changes, "measurements": self.measurements}
 
 
+_OBJ = {"type": ["object", "null"]}
+
+#: The parts of a summary that :func:`compare` reads, with their types: a hand-edited or foreign
+#: summary.json fails in one line naming the field instead of deep inside the comparison.
+SUMMARY_SCHEMA: Obj = {
+    "type": "object",
+    "properties": {
+        "complete": {"type": ["boolean", "null"]},
+        "verdict_reason": {"type": ["string", "null"]},
+        "fingerprint": FINGERPRINT_SCHEMA,
+        "results": {"type": "array", "items": {
+            "type": "object", "required": ["nodeid", "outcome"],
+            "properties": {"nodeid": {"type": "string"}, "outcome": {"type": "string"}, "message": {"type": ["string", "null"]},
+                           "evidence": {"type": "array", "items": {"type": "object"}}},
+        }},
+        "contention": {**_OBJ, "properties": {"results": {"type": "array", "items": {
+            "type": "object", "required": ["scenario", "design", "tiers"],
+            "properties": {"scenario": {"type": "string"}, "design": {"type": "string"}, "preemption_probe": _OBJ,
+                           "tiers": {"type": "array", "items": {"type": "object", "required": ["tier", "wait_s"],
+                                                                "properties": {"tier": {"type": "string"}, "wait_s": {"type": "object"}}}}},
+        }}}},
+        "measurements": {"type": "array", "items": {
+            "type": "object", "required": ["key", "name", "value"],
+            "properties": {"key": {"type": "string"}, "name": {"type": "string"}, "value": {"type": "number"}},
+        }},
+    },
+}
+
+
+def read_summary(path: Path) -> Obj:
+    """A summary.json, checked; a malformed one is one line naming it (``dra-harness report`` rebuilds it)."""
+    summary = yamlfile.load_json(path, RunDirError, f"summary {path}")
+    yamlfile.validate(summary, SUMMARY_SCHEMA, RunDirError, f"summary {path}")
+    return summary
+
+
 def load(run_dir: Path | str) -> Obj:
     """A run's summary: summary.json when present, else rebuilt from the run directory's files."""
     path = Path(run_dir)
     if path.is_file() and path.name.endswith(".json"):
-        return read_json(path)
-    if (path / "summary.json").is_file():
-        try:
-            return read_json(path / "summary.json")
-        except ValueError:
-            pass
+        return read_summary(path)
+    if (path / "summary.json").exists():
+        return read_summary(path / "summary.json")
     if not path.exists():
         raise RunDirError(f"{path} does not exist")
     return build_summary(path)

@@ -25,6 +25,10 @@ _CREDENTIAL = re.compile(
 REDACTED = "[redacted]"
 
 
+class RunDirError(ValueError):
+    """Not a run directory, or one of its files is malformed (one line naming it, for the CLI)."""
+
+
 def redact(text: str) -> str:
     text = _PEM.sub(REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
@@ -43,7 +47,3 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, default=str) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())

@@ -15,6 +15,9 @@ from typing import Any
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
+from .. import yamlfile
+from .files import RunDirError
+
 Obj = dict[str, Any]
 
 #: suite module -> (concern id, title). Order is the report's order.
@@ -37,17 +40,26 @@ def slug(nodeid: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
 
 
+#: evidence.jsonl grows with every test of a session (and of earlier sessions in the same --report-dir).
+EVIDENCE_MAX_BYTES = 256 * 1024 * 1024
+
+
 def _evidence(report_dir: Path) -> dict[str, Obj]:
     out: dict[str, Obj] = {}
     path = report_dir / "evidence.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by a killed run
-                out[rec["test"]] = rec
+    if not path.exists():
+        return out
+    text = yamlfile.read_text(path, RunDirError, str(path), max_bytes=EVIDENCE_MAX_BYTES)
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a killed run
+        if not isinstance(rec, dict) or not isinstance(rec.get("test"), str):
+            raise RunDirError(f"{path}: line {number}: not an evidence record (a JSON object with a test)")
+        out[rec["test"]] = rec
     return out
 
 

@@ -12,16 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, yamlfile
 from . import allure_extra, contention, design, render, results, vendor
-from .files import atomic_write, read_json, write_json
+from .files import RunDirError, atomic_write, write_json
 
 Obj = dict[str, Any]
 SCHEMA_VERSION = 1
-
-
-class RunDirError(ValueError):
-    """Not a run directory (one line, for the CLI)."""
 
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
@@ -61,20 +57,58 @@ def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
     return write_report(run_dir)
 
 
+_STRS: Obj = {"type": "array", "items": {"type": "string"}}
+_MAP: Obj = {"type": ["object", "null"]}
+
+#: What ``dra-harness run`` writes to run.json; a hand-edited or foreign one fails in one line naming the field.
+RUN_SCHEMA: Obj = {
+    "type": "object",
+    "properties": {
+        "run_id": {"type": "string"}, "command": _STRS, "started": {"type": ["number", "null"]},
+        "finished": {"type": ["number", "null"]}, "complete": {"type": "boolean"}, "exit_code": {"type": ["integer", "null"]},
+    },
+}
+
+#: The parts of fingerprint.json that the report and the diff read, with their types.
+FINGERPRINT_SCHEMA: Obj = {
+    "type": "object",
+    "properties": {
+        "provider": {"type": "string"},
+        "command": _STRS,
+        "kubernetes": _MAP,
+        "feature_gates": {**_MAP, "properties": {"status": {"type": "string"}, "enabled": _STRS, "stages": _MAP}},
+        "resource_api": {**_MAP, "properties": {"versions": {"type": ["array", "null"], "items": {"type": "string"}},
+                                                 "device_taint_rules": {"type": ["array", "null"], "items": {"type": "string"}}}},
+        "drivers": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "published_versions": {"type": ["array", "null"]}}}},
+        "device_classes": {"type": ["array", "object", "null"], "items": {"type": "object"}},
+        "inventory": {**_MAP, "additionalProperties": {"type": ["object", "string"], "properties": {
+            "devices": {"type": "integer"},
+            "nodes": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                "devices": {"type": "integer"}, "memory": {"type": "object"}, "models": {"type": "object"}}}},
+        }}},
+    },
+}
+
+
+def read_checked(path: Path, schema: Obj) -> Obj:
+    """One of the run's JSON files, or :class:`RunDirError` naming it: a report is never built on a guess."""
+    data = yamlfile.load_json(path, RunDirError, str(path))
+    yamlfile.validate(data, schema, RunDirError, str(path))
+    return data
+
+
 def _run_meta(run_dir: Path) -> Obj:
-    try:
-        return read_json(run_dir / "run.json")
-    except (OSError, ValueError):
-        # Not written by `dra-harness run` (pytest directly): pytest writes junit.xml when the session ends.
-        return {"run_id": run_dir.name, "command": [], "started": None, "finished": None,
-                "complete": (run_dir / "junit.xml").is_file(), "exit_code": None}
+    if (run_dir / "run.json").exists():
+        return read_checked(run_dir / "run.json", RUN_SCHEMA)
+    # Not written by `dra-harness run` (pytest directly): pytest writes junit.xml when the session ends.
+    return {"run_id": run_dir.name, "command": [], "started": None, "finished": None,
+            "complete": (run_dir / "junit.xml").is_file(), "exit_code": None}
 
 
-def _optional(path: Path) -> Obj | None:
-    try:
-        return read_json(path)
-    except (OSError, ValueError):
-        return None
+def _optional(path: Path, schema: Obj) -> Obj | None:
+    """A file the run may not have written (no fingerprint, no design); when present it must be well-formed."""
+    return read_checked(path, schema) if path.exists() else None
 
 
 def build_summary(run_dir: Path) -> Obj:
@@ -83,7 +117,7 @@ def build_summary(run_dir: Path) -> Obj:
     if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
         raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
     meta = _run_meta(run_dir)
-    fp = _optional(run_dir / "fingerprint.json") or {"error": "no fingerprint recorded"}
+    fp = _optional(run_dir / "fingerprint.json", FINGERPRINT_SCHEMA) or {"error": "no fingerprint recorded"}
     rows = results.read_results(run_dir)
     cont = contention.load(run_dir)
     found = results.findings(rows) + contention.findings(cont["results"])
@@ -100,7 +134,7 @@ def build_summary(run_dir: Path) -> Obj:
         reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
     else:
         verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
-    record = _optional(run_dir / "design.json")
+    record = _optional(run_dir / "design.json", design.DESIGN_SCHEMA)
     return {
         "schema": SCHEMA_VERSION,
         "run_id": meta.get("run_id", run_dir.name),
