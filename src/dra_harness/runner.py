@@ -2,7 +2,7 @@
 
 The cluster is brought up here rather than inside pytest so its build and start-up
 progress is visible on the terminal; pytest then reuses it through the run id. The
-run directory is written even when the suites fail or the run is interrupted: a
+run directory (claimed first: see :mod:`.report.rundir`) is written even when the suites fail or the run is interrupted: a
 report marked incomplete is written before anything starts and rewritten at the end,
 so even a killed run leaves one. The fingerprint is taken while the cluster is up and
 before the suites disturb it.
@@ -101,6 +101,7 @@ def run_suites(options: RunOptions, console: Console) -> int:
     design = load_design(options.design_file) if options.design_file else None  # bad file: one line, nothing started
     run_id = new_run_id()
     report_dir = Path(options.report_dir or root / "reports" / "out" / run_id).resolve()
+    # Refuses a directory it may not write into (one line), before any build or cluster work.
     start_run(report_dir, run_id, sys.argv, design)
     args = [
         sys.executable, "-m", "pytest", str(root / "suites"),

@@ -150,17 +150,6 @@ def test_secrets_are_blanked_whatever_their_form():
         assert secret not in text
 
 
-def test_a_reused_report_dir_keeps_nothing_of_the_previous_run(tmp_path):
-    from dra_harness.report.summary import start_run
-
-    run = make_run(tmp_path / "run")
-    (run / "notes.txt").write_text("mine")
-    start_run(run, "second", ["dra-harness", "run"], None)
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["run_id"] == "second" and summary["results"] == [] and summary["verdict"] == "INCOMPLETE"
-    assert not (run / "contention").exists() and (run / "notes.txt").read_text() == "mine"
-
-
 def test_a_direct_pytest_run_renders_from_its_junit_and_evidence(tmp_path):
     run = make_run(tmp_path / "run", contention_scale=None)
     (run / "run.json").unlink()

@@ -67,11 +67,13 @@ def _nodeid(result: Obj) -> str | None:
     return module.replace(".", "/") + ".py::" + (name if name.startswith(func) else func)
 
 
-def enrich(run_dir: Path, summary: Obj) -> None:
+def enrich(run_dir: Path, summary: Obj) -> list[Path]:
+    """Write the extras and attach the evidence; return the files written (the run directory records them)."""
     allure_dir = run_dir / "allure-results"
     allure_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(allure_dir / "environment.properties", _properties(environment(summary)))
-    atomic_write(allure_dir / "categories.json", json.dumps(CATEGORIES, indent=2))
+    written = [allure_dir / "environment.properties", allure_dir / "categories.json"]
+    atomic_write(written[0], _properties(environment(summary)))
+    atomic_write(written[1], json.dumps(CATEGORIES, indent=2))
     by_id = {r["nodeid"]: r for r in summary["results"]}
     for path in sorted(allure_dir.glob("*-result.json")):
         try:
@@ -87,3 +89,5 @@ def enrich(run_dir: Path, summary: Obj) -> None:
         atomic_write(allure_dir / source, redact(json.dumps(row["evidence"], indent=2)))
         result.setdefault("attachments", []).append({"name": "dra-harness evidence", "source": source, "type": "application/json"})
         atomic_write(path, json.dumps(result))
+        written.append(allure_dir / source)
+    return written

@@ -13,52 +13,42 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from . import allure_extra, contention, design, render, results, vendor
+from . import allure_extra, contention, design, render, results, rundir, vendor
 from .files import atomic_write, read_json, write_json
+from .rundir import RunDirError
 
 Obj = dict[str, Any]
 SCHEMA_VERSION = 1
 
-
-class RunDirError(ValueError):
-    """Not a run directory (one line, for the CLI)."""
+__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_report"]
 
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
-    """Record the start and write a report marked incomplete at once: a killed run still leaves one."""
+    """Claim the directory, record the start and write a report marked incomplete at once: a killed run still leaves one.
+
+    A directory the run may not write into raises :class:`RunDirError` before anything is written.
+    """
     from .fingerprint import redacted_command
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _clear_previous(run_dir)
+    rundir.claim(run_dir, run_id)
     write_json(run_dir / "run.json", {
         "run_id": run_id, "command": redacted_command(command), "started": time.time(),
         "finished": None, "complete": False, "exit_code": None,
     })
     if design_record is not None:
         write_json(run_dir / "design.json", design_record)
+    rundir.record(run_dir, [p for p in (run_dir / "run.json", run_dir / "design.json") if p.exists()])
     return write_report(run_dir)
-
-
-#: What a run writes; a reused --report-dir loses only these, so no earlier run's result leaks into this one.
-RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
-             "signoff.md", "signoff.html")
-RUN_DIRS = ("allure-results", "failures", "contention")
-
-
-def _clear_previous(run_dir: Path) -> None:
-    import shutil
-
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
-    for name in RUN_DIRS:
-        shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
 def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
+    """Record the end and rewrite the report; the marker then lists every file the run wrote."""
     meta = _run_meta(run_dir)
     meta.update(finished=time.time(), complete=complete, exit_code=exit_code)
     write_json(run_dir / "run.json", meta)
-    return write_report(run_dir)
+    path = write_report(run_dir)
+    rundir.seal(run_dir)
+    return path
 
 
 def _run_meta(run_dir: Path) -> Obj:
@@ -152,6 +142,8 @@ def write_report(run_dir: Path) -> Path:
     atomic_write(run_dir / "signoff.md", render.markdown(summary))
     html_path = run_dir / "signoff.html"
     atomic_write(html_path, render.html(summary, run_dir))
+    written = [run_dir / "summary.json", run_dir / "signoff.md", html_path]
     if (run_dir / "allure-results").is_dir() or summary["results"]:
-        allure_extra.enrich(run_dir, summary)
+        written += allure_extra.enrich(run_dir, summary)
+    rundir.record(run_dir, written)
     return html_path
