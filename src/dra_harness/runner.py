@@ -2,9 +2,10 @@
 
 The cluster is brought up here rather than inside pytest so its build and start-up
 progress is visible on the terminal; pytest then reuses it through the run id. The
-run directory (claimed first: see :mod:`.report.rundir`) is written even when the suites fail or the run is interrupted: a
-report marked incomplete is written before anything starts and rewritten at the end,
-so even a killed run leaves one. The fingerprint is taken while the cluster is up and
+run directory is claimed first (:mod:`.report.rundir`: a directory the run may not
+write into is refused before anything starts), and written even when the suites fail
+or the run is interrupted: a report marked incomplete is written before anything
+starts and rewritten at the end, so even a killed run leaves one. The fingerprint is taken while the cluster is up and
 before the suites disturb it.
 """
 
