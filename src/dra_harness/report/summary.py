@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from . import allure_extra, contention, design, render, results, rundir, vendor
-from .files import atomic_write, read_json, write_json
+from .files import atomic_write, read_json, redact_files, write_json
 from .rundir import RunDirError
 
 Obj = dict[str, Any]
@@ -67,11 +67,15 @@ def _optional(path: Path) -> Obj | None:
         return None
 
 
-def build_summary(run_dir: Path) -> Obj:
+def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
     if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
         raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+
+
+def build_summary(run_dir: Path) -> Obj:
+    _check_run_dir(run_dir)
     meta = _run_meta(run_dir)
     fp = _optional(run_dir / "fingerprint.json") or {"error": "no fingerprint recorded"}
     rows = results.read_results(run_dir)
@@ -135,8 +139,19 @@ def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:
 
 
 def write_report(run_dir: Path) -> Path:
-    """(Re)write summary.json, signoff.md, signoff.html and the Allure extras; return signoff.html."""
+    """Redact the run's files, then (re)write summary.json, signoff.md, signoff.html and the Allure extras; return signoff.html.
+
+    Our own writers redact what they write, but junit.xml and allure-results/ are
+    written by pytest's plugins. Redacting here, over every file of the run layout,
+    rather than in a pytest hook is the robust choice: it runs after the test process
+    has exited, so no plugin writes after it whatever their hook order, under xdist
+    (whose workers write Allure files themselves) or after a killed session; and it runs
+    on every render, so ``dra-harness report DIR`` also cleans a directory written by
+    pytest directly. The summary is then built from files already redacted.
+    """
     run_dir = Path(run_dir)
+    _check_run_dir(run_dir)
+    redact_files(run_dir / rel for rel in rundir.layout_files(run_dir))
     summary = build_summary(run_dir)
     write_json(run_dir / "summary.json", summary)
     atomic_write(run_dir / "signoff.md", render.markdown(summary))
