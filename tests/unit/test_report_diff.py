@@ -174,3 +174,12 @@ def test_generated_names_and_times_are_not_behaviour():
     assert normalise('claim "gpu-x5pdq" at 2026-11-29T20:15:03Z, class no-such-class-20475') == \
         'claim "gpu-<id>" at <time>, class no-such-class-<id>'
     assert normalise("gpu-node-0 cannot allocate all claims") == "gpu-node-0 cannot allocate all claims"
+
+
+def test_a_check_established_in_base_and_not_in_candidate_is_a_regression(tmp_path):
+    def inventory_from(source):
+        return [(m, n, o, s, [{"expected_source": source}] if m == "inventory" else r) for m, n, o, s, r in DEFAULT_TESTS]
+
+    d = _diff(tmp_path, base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("observed")})
+    assert d.failed and any("passed -> not established" in r for r in d.regressions)
+    assert not _diff(tmp_path / "same", base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("file")}).failed

@@ -3,7 +3,8 @@
 allure-pytest writes one ``*-result.json`` per test. The report adds the run's
 fingerprint as ``environment.properties`` (Allure's environment widget), failure
 categories as ``categories.json``, and each test's evidence records as a JSON
-attachment, so the Allure view shows the same facts as ``signoff.html``. Idempotent:
+attachment, so the Allure view shows the same facts as ``signoff.html``; a check the
+report shows as not established is "unknown" there rather than passed. Idempotent:
 re-rendering a run does not attach twice.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write, redact
+from .results import NOT_ESTABLISHED
 
 Obj = dict[str, Any]
 
@@ -83,6 +85,10 @@ def enrich(run_dir: Path, summary: Obj) -> list[Path]:
         row = by_id.get(_nodeid(result) or "")
         if row is None or not row["evidence"]:
             continue
+        if row["outcome"] == NOT_ESTABLISHED and result.get("status") == "passed":
+            # Allure has no "not established"; "unknown" keeps it from counting as passed.
+            result.update(status="unknown", statusDetails={"message": row["message"]})
+            atomic_write(path, json.dumps(result))
         if any(a.get("name") == "dra-harness evidence" for a in result.get("attachments", [])):
             continue
         source = f"{uuid.uuid4()}-attachment.json"

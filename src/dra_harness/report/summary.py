@@ -94,6 +94,9 @@ def build_summary(run_dir: Path) -> Obj:
         reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
     else:
         verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
+        if counts.get(results.NOT_ESTABLISHED):
+            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (their baseline came from the cluster "
+                       "under test: pass --expected-hardware)")
     record = _optional(run_dir / "design.json")
     return {
         "schema": SCHEMA_VERSION,
