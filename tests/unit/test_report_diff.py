@@ -45,8 +45,8 @@ WITHOUT_TAINTS = [t for t in DEFAULT_TESTS if t[0] != "device_taints"]
 def test_a_check_that_passed_and_is_now_skipped_is_a_regression(tmp_path):
     d = _diff(tmp_path, cand_kw={"tests": SKIPPED_TAINTS, "taint_versions": ()})
     assert d.failed
-    assert d.regressions == ["check no longer passes: suites/test_device_taints.py::test_a_no_execute_taint_evicts_the_pods_using_the_device"
-                             " (passed -> skipped): Kubernetes v1.31 serves no DeviceTaintRule API"]
+    taint = "suites/test_device_taints.py::test_a_no_execute_taint_evicts_the_pods_using_the_device"
+    assert d.regressions == [f"check no longer passes: {taint} (passed -> skipped): Kubernetes v1.31 serves no DeviceTaintRule API"]
     assert "DeviceTaintRule served in: v1beta2 -> none" in d.changes
 
 

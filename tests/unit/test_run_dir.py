@@ -29,6 +29,15 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
+def _assert_refused(run: Path, match: str) -> None:
+    """A new run in ``run`` is refused in one line, and not one file there changes."""
+    before = _tree(run)
+    with pytest.raises(RunDirError, match=match) as e:
+        start_run(run, "second", ["dra-harness", "run"], None)
+    assert "\n" not in str(e.value)
+    assert _tree(run) == before
+
+
 def test_a_new_directory_is_created_and_marked_with_the_run_id_only(tmp_path):
     run = tmp_path / "new" / "run"
     start_run(run, "r1", ["dra-harness", "run", "--token=sekret123456"], None)
@@ -45,11 +54,7 @@ def test_an_empty_existing_directory_is_taken(tmp_path):
 def test_a_non_empty_directory_without_the_marker_is_refused_and_left_as_it_was(tmp_path):
     (tmp_path / "thesis.tex").write_text("years of work")
     (tmp_path / "summary.json").write_text("{}")  # even a file named like ours
-    before = _tree(tmp_path)
-    with pytest.raises(RunDirError, match=f"{tmp_path} is not empty and has no {MARKER} marker") as e:
-        start_run(tmp_path, "r1", ["dra-harness", "run"], None)
-    assert "\n" not in str(e.value)
-    assert _tree(tmp_path) == before
+    _assert_refused(tmp_path, f"{tmp_path} is not empty and has no {MARKER} marker")
 
 
 def test_run_refuses_an_unmarked_directory_before_any_build_or_cluster_work(tmp_path, monkeypatch):
@@ -86,20 +91,14 @@ def test_a_file_the_previous_run_did_not_record_is_never_overwritten(tmp_path):
     run = _finished_run(tmp_path / "run")
     (run / "failures").mkdir()
     (run / "failures" / "my-analysis.json").write_text("{}")
-    before = _tree(run)
-    with pytest.raises(RunDirError, match="failures/my-analysis.json was not written by run first"):
-        start_run(run, "second", ["dra-harness", "run"], None)
-    assert _tree(run) == before
+    _assert_refused(run, "failures/my-analysis.json was not written by run first")
 
 
 def test_a_run_that_did_not_finish_is_refused_since_its_files_are_not_all_recorded(tmp_path):
     run = tmp_path / "run"
     start_run(run, "killed", ["dra-harness", "run"], None)
     make_run(run)  # its test session wrote files the marker does not list yet
-    before = _tree(run)
-    with pytest.raises(RunDirError, match="holds run killed, which did not finish"):
-        start_run(run, "second", ["dra-harness", "run"], None)
-    assert _tree(run) == before
+    _assert_refused(run, "holds run killed, which did not finish")
 
 
 def test_a_marker_naming_a_file_outside_the_run_layout_deletes_nothing(tmp_path):
@@ -108,15 +107,13 @@ def test_a_marker_naming_a_file_outside_the_run_layout_deletes_nothing(tmp_path)
     run = _finished_run(tmp_path / "run")
     marker = read_marker(run)
     (run / MARKER).write_text(json.dumps({**marker, "files": [*marker["files"], "../victim.txt"]}))
-    with pytest.raises(RunDirError, match=r"lists \.\./victim\.txt, which no run writes"):
-        start_run(run, "second", ["dra-harness", "run"], None)
-    assert victim.read_text() == "keep" and (run / "junit.xml").exists()
+    _assert_refused(run, r"lists \.\./victim\.txt, which no run writes")
+    assert victim.read_text() == "keep"
 
 
 def test_a_marker_that_is_not_ours_is_refused_in_one_line(tmp_path):
     (tmp_path / MARKER).write_text("not json")
-    with pytest.raises(RunDirError, match="is not a dra-harness run marker"):
-        start_run(tmp_path, "r1", ["dra-harness", "run"], None)
+    _assert_refused(tmp_path, "is not a dra-harness run marker")
 
 
 def test_re_rendering_records_what_it_adds_so_the_next_run_may_remove_it(tmp_path):
