@@ -27,14 +27,16 @@ from typing import Any
 _Q = r"(?:\\*[\"']|&(?:quot|apos|#34|#39|#x22|#x27);)?"
 #: A newline as written, JSON-escaped (once or more), or as an XML character reference.
 _NL = r"(?:\r?\n|\\+[nr]|&#1[03];|&#x[aAdD];)"
-_PEM = re.compile(rf"-----BEGIN ([A-Z0-9 ]+)-----(?:[A-Za-z0-9+/=:,.\- \t]|{_NL})*?-----END \1-----")
+#: The body takes single dashes (Proc-Type, DEK-Info headers) but never "-----": a scan stops at the
+#: next BEGIN or END, so many unterminated blocks cost linear time, not quadratic.
+_PEM = re.compile(rf"-----BEGIN ([A-Z0-9 ]+)-----(?:[A-Za-z0-9+/=:,. \t]|-(?!----)|{_NL})*?-----END \1-----")
 #: A PEM block cut short (pytest cuts a failure message after a few lines, indented): from its
 #: header to the first character base64 and indentation do not use.
 _PEM_HEAD = re.compile(rf"-----BEGIN [A-Z0-9 ]+-----(?:[A-Za-z0-9+/= \t]|{_NL})*")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _BASIC = re.compile(rf"(?i)(authorization{_Q}\s*[:=]\s*{_Q}\s*basic\s+)[A-Za-z0-9._~+/=-]{{4,}}")
 #: user:password@ (or a token as the user) in any scheme's URL; greedy, so a password holding '@' goes too.
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#\"'<>\\]+@")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)[^\s/?#\"'<>\\]+@")
 _FLAGS = r"token|password|client[-_]?secret|client-key|client-certificate"
 _KEYS = r"token|password|client[-_]?secret|client-key-data|client-certificate-data|certificate-authority-data"
 #: Command-line and YAML/JSON forms of a credential: --token=X, --client-secret X, a recorded
