@@ -145,7 +145,7 @@ def _test_session(run: Path, corpus: Corpus, tmp_path: Path) -> subprocess.Compl
     test_file.write_text(textwrap.dedent(LEAKY_TEST))
     env = {**os.environ, ENV: corpus.to_env(), "PLOT_PNG": _png().hex(),
            "PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
-    args = [sys.executable, "-m", "pytest", str(test_file), "--run-id=redaction-test", f"--report-dir={run}",
+    args = [sys.executable, "-m", "pytest", str(test_file), f"--run-id=redaction-{os.urandom(4).hex()}", f"--report-dir={run}",
             f"--junitxml={run / 'junit.xml'}", f"--alluredir={run / 'allure-results'}",
             "-p", "no:cacheprovider", "-p", "no:locust", "-p", "dra_harness.pytest_plugin",
             "-o", "junit_family=xunit2", "-o", "junit_logging=all", f"--rootdir={tmp_path / 'session'}"]
@@ -188,6 +188,7 @@ def test_no_secret_of_the_corpus_reaches_any_file_of_a_real_run_directory(tmp_pa
     # Nothing was broken on the way: JSON parses, junit.xml still reads as the failed test, the PNG is intact.
     for p in run.rglob("*.json"):
         json.loads(p.read_text())
+    assert [json.loads(line)["outcome"] for line in (run / "evidence.jsonl").read_text().splitlines()] == ["failed"]
     summary = json.loads((run / "summary.json").read_text())
     assert [r["outcome"] for r in summary["results"]] == ["failed"] and REDACTED in summary["results"][0]["message"]
     assert summary["results"][0]["failure_dump"]
