@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from kubernetes import client
 
@@ -55,6 +55,10 @@ class ClusterHandle:
     profile: DriverProfile
     local: LocalCluster | None = None
     notes: list[str] = field(default_factory=list)
+    #: Where ``expected`` comes from: the user's file, the hardware the harness itself configured
+    #: (provider), or what the cluster published at the start (observed: the cluster under test
+    #: is its own baseline, so inventory checks against it establish nothing).
+    expected_source: Literal["file", "provider", "observed"] = "provider"
 
     @property
     def driver(self) -> str:
@@ -288,7 +292,8 @@ def open_existing(
     profile = profiles.by_name(driver) if driver else profiles.detect(kube)
     expected = load_hardware(expected_file) if expected_file else _observed_hardware(kube, profile)
     path = Path(kubeconfig) if kubeconfig else Path("~/.kube/config")
-    return ClusterHandle("existing", kube, path, run_id, expected, profile)
+    return ClusterHandle("existing", kube, path, run_id, expected, profile,
+                         expected_source="file" if expected_file else "observed")
 
 
 def _observed_hardware(kube: Kube, profile: DriverProfile) -> Hardware:
@@ -342,6 +347,7 @@ def open_local(
     state = cluster.state()
     assert state is not None
     expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
-    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, profiles.by_name(DRIVER_NAME), local=cluster)
+    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, profiles.by_name(DRIVER_NAME), local=cluster,
+                           expected_source="file" if expected_file else "provider")
     handle.notes.append(note)
     return handle

@@ -3,7 +3,8 @@
 Tests call ``evidence.record(key=value, ...)``; the records ride on the test report's
 ``user_properties`` (which pytest-xdist carries from workers to the controller) and
 the controller appends them, with the outcome, to ``<report-dir>/evidence.jsonl``.
-Values must be JSON-serialisable; nothing secret belongs here.
+Values must be JSON-serialisable; nothing secret belongs here, and should a value
+or a failure message hold a credential anyway, it is blanked before it is written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .report.files import redact
 
 EVIDENCE_PROPERTY = "dra-harness.evidence"
 
@@ -45,4 +48,4 @@ def write(report_dir: Path, report: pytest.TestReport) -> None:
     if report.outcome == "failed":
         line["failure"] = str(report.longrepr).splitlines()[-1][:2000] if report.longrepr else ""
     with open(report_dir / "evidence.jsonl", "a") as f:
-        f.write(json.dumps(line) + "\n")
+        f.write(redact(json.dumps(line)) + "\n")

@@ -4,7 +4,8 @@ Collected in the namespace fixture's teardown, before the namespace is deleted, 
 when the test failed (outcomes are kept in ``item.stash`` by a report hook, as in
 pytest's own plugins). Saved as JSON under ``<report-dir>/failures/`` and attached to
 the Allure result. Pod logs exist only where containers run; on simulated nodes the
-dump says so instead.
+dump says so instead. Events and statuses quote whatever a workload printed, so the
+dump is redacted before it is written or attached.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from .diagnose import diagnose
 from .kube import rest
 from .kube.rest import ApiError, Kube
+from .report.files import redact
 
 _KEEP = ("metadata", "spec", "status")
 
@@ -49,7 +51,7 @@ def collect(kube: Kube, namespace: str, driver: str) -> dict[str, Any]:
 
 
 def save(dump: dict[str, Any], report_dir: Path | None, test_slug: str) -> Path | None:
-    text = json.dumps(dump, indent=2, default=str)
+    text = redact(json.dumps(dump, indent=2, default=str))
     try:
         import allure
 

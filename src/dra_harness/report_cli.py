@@ -29,12 +29,16 @@ def report(run_dir: Path) -> None:
               help="A contention wait regresses when it grows by more than this fraction...")
 @click.option("--min-wait-delta", default=60.0, show_default=True, type=click.FloatRange(0),
               help="...and by more than this many scenario seconds.")
+@click.option("--accept-missing", is_flag=True,
+              help="Accept checks that passed in BASE but were skipped, absent or not established in CANDIDATE, "
+                   "and a lower check count (listed as changes instead of regressions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def diff(base: Path, candidate: Path, max_slowdown: float, min_delta: float, max_wait_increase: float,
-         min_wait_delta: float, as_json: bool) -> None:
+         min_wait_delta: float, accept_missing: bool, as_json: bool) -> None:
     """Compare two runs (directories or summary.json); exit 1 on a regression: the pre-upgrade gate."""
     from .report.diff import Thresholds, compare, load, text
 
-    result = compare(load(base), load(candidate), Thresholds(max_slowdown, min_delta, max_wait_increase, min_wait_delta))
+    result = compare(load(base), load(candidate), Thresholds(max_slowdown, min_delta, max_wait_increase, min_wait_delta),
+                     accept_missing=accept_missing)
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else text(result))
     sys.exit(1 if result.failed else 0)

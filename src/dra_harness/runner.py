@@ -2,9 +2,10 @@
 
 The cluster is brought up here rather than inside pytest so its build and start-up
 progress is visible on the terminal; pytest then reuses it through the run id. The
-run directory is written even when the suites fail or the run is interrupted: a
-report marked incomplete is written before anything starts and rewritten at the end,
-so even a killed run leaves one. The fingerprint is taken while the cluster is up and
+run directory is claimed first (:mod:`.report.rundir`: a directory the run may not
+write into is refused before anything starts), and written even when the suites fail
+or the run is interrupted: a report marked incomplete is written before anything
+starts and rewritten at the end, so even a killed run leaves one. The fingerprint is taken while the cluster is up and
 before the suites disturb it.
 """
 
@@ -29,6 +30,7 @@ from .local.cluster import ClusterSpec, LocalCluster
 from .report import fingerprint
 from .report.design import load_design
 from .report.files import write_json
+from .report import rundir
 from .report.summary import finish_run, start_run, write_report
 
 
@@ -96,10 +98,13 @@ def run_suites(options: RunOptions, console: Console) -> int:
     root = builder.repo_root()
     # Bad input is one line before anything is built, started or written (pytest checks the same again).
     design = load_design(options.design_file) if options.design_file else None
+    if options.report_dir:
+        rundir.check(Path(options.report_dir).resolve())  # a directory we may not write into, first: it is the user's
     inputs.check(options.provider, options.kubeconfig, options.context, options.driver, options.expected_hardware,
                  options.report_dir)
     run_id = new_run_id()
     report_dir = Path(options.report_dir or root / "reports" / "out" / run_id).resolve()
+    # Refuses a directory it may not write into (one line), before any build or cluster work.
     start_run(report_dir, run_id, sys.argv, design)
     args = [
         sys.executable, "-m", "pytest", str(root / "suites"),

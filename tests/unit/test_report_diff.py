@@ -12,10 +12,10 @@ from dra_harness.report.summary import RunDirError, build_summary
 from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
 
-def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None):
+def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None, accept_missing: bool = False):
     base = build_summary(make_run(tmp_path / "base", **(base_kw or {})))
     cand = build_summary(make_run(tmp_path / "cand", **(cand_kw or {})))
-    return compare(base, cand, thresholds or Thresholds())
+    return compare(base, cand, thresholds or Thresholds(), accept_missing=accept_missing)
 
 
 def test_identical_runs_pass_the_gate(tmp_path):
@@ -40,12 +40,48 @@ def test_a_check_that_newly_fails_is_a_regression(tmp_path):
     assert d.failed and any("new failure" in r and "no_execute_taint" in r for r in d.regressions)
 
 
-def test_a_check_that_becomes_skipped_is_a_behaviour_change_not_a_regression(tmp_path):
-    skipped = [(m, n, "skipped" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
-    d = _diff(tmp_path, cand_kw={"tests": skipped, "taint_versions": ()})
-    assert not d.failed
-    assert any(c.startswith("behaviour changed:") and "passed -> skipped" in c and "DeviceTaintRule" in c for c in d.changes)
+SKIPPED_TAINTS = [(m, n, "skipped" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
+WITHOUT_TAINTS = [t for t in DEFAULT_TESTS if t[0] != "device_taints"]
+
+
+def test_a_check_that_passed_and_is_now_skipped_is_a_regression(tmp_path):
+    d = _diff(tmp_path, cand_kw={"tests": SKIPPED_TAINTS, "taint_versions": ()})
+    assert d.failed
+    taint = "suites/test_device_taints.py::test_a_no_execute_taint_evicts_the_pods_using_the_device"
+    assert d.regressions == [f"check no longer passes: {taint} (passed -> skipped): Kubernetes v1.31 serves no DeviceTaintRule API"]
     assert "DeviceTaintRule served in: v1beta2 -> none" in d.changes
+
+
+def test_a_check_that_passed_and_is_now_absent_is_a_regression_and_so_is_the_lower_count(tmp_path):
+    d = _diff(tmp_path, cand_kw={"tests": WITHOUT_TAINTS})
+    assert d.regressions == [
+        "check no longer passes: suites/test_device_taints.py::test_a_no_execute_taint_evicts_the_pods_using_the_device (passed -> absent)",
+        f"fewer checks in candidate: {len(DEFAULT_TESTS)} -> {len(WITHOUT_TAINTS)}",
+    ]
+
+
+def test_a_lower_check_count_alone_is_a_regression(tmp_path):
+    failed = [(m, n, "failed" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
+    d = _diff(tmp_path, base_kw={"tests": failed}, cand_kw={"tests": WITHOUT_TAINTS})  # the dropped check never passed
+    assert d.regressions == [f"fewer checks in candidate: {len(DEFAULT_TESTS)} -> {len(WITHOUT_TAINTS)}"]
+
+
+def test_with_accept_missing_checks_that_no_longer_ran_are_changes(tmp_path):
+    skipped = _diff(tmp_path / "s", cand_kw={"tests": SKIPPED_TAINTS}, accept_missing=True)
+    absent = _diff(tmp_path / "a", cand_kw={"tests": WITHOUT_TAINTS}, accept_missing=True)
+    assert not skipped.failed and not absent.failed
+    assert any(c.startswith("accepted (--accept-missing): check no longer passes") and "passed -> skipped" in c for c in skipped.changes)
+    assert any(c.startswith("accepted (--accept-missing): fewer checks in candidate") for c in absent.changes)
+    # The flag accepts what no longer ran, never a failure.
+    failing = [(m, n, "failed" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
+    assert _diff(tmp_path / "f", cand_kw={"tests": failing}, accept_missing=True).failed
+
+
+def test_a_check_that_was_skipped_and_is_now_absent_is_only_a_change(tmp_path):
+    d = _diff(tmp_path, base_kw={"tests": SKIPPED_TAINTS}, cand_kw={"tests": WITHOUT_TAINTS + [
+        ("device_taints", "test_a_new_check", "passed", 0.1, [])]})
+    assert not d.failed
+    assert any(c.startswith("check absent from candidate:") for c in d.changes)
 
 
 def test_contention_waits_regress_only_beyond_both_thresholds(tmp_path):
@@ -96,6 +132,16 @@ def test_the_diff_command_exits_non_zero_only_on_a_regression(tmp_path):
     assert missing.exit_code == 2
 
 
+def test_the_diff_command_fails_on_a_check_that_no_longer_ran_unless_accept_missing(tmp_path):
+    base = make_run(tmp_path / "base", contention_scale=None)
+    fewer = make_run(tmp_path / "fewer", tests=WITHOUT_TAINTS, contention_scale=None)
+    assert CliRunner().invoke(main, ["diff", str(base), str(base)]).exit_code == 0
+    gate = CliRunner().invoke(main, ["diff", str(base), str(fewer)])
+    assert gate.exit_code == 1 and "check no longer passes" in gate.output and "fewer checks in candidate" in gate.output
+    accepted = CliRunner().invoke(main, ["diff", str(base), str(fewer), "--accept-missing"])
+    assert accepted.exit_code == 0 and "accepted (--accept-missing)" in accepted.output
+
+
 def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):
     run = make_run(tmp_path / "run")
     assert not (run / "summary.json").exists()
@@ -139,3 +185,12 @@ def test_generated_names_and_times_are_not_behaviour():
     assert normalise('claim "gpu-x5pdq" at 2026-11-29T20:15:03Z, class no-such-class-20475') == \
         'claim "gpu-<id>" at <time>, class no-such-class-<id>'
     assert normalise("gpu-node-0 cannot allocate all claims") == "gpu-node-0 cannot allocate all claims"
+
+
+def test_a_check_established_in_base_and_not_in_candidate_is_a_regression(tmp_path):
+    def inventory_from(source):
+        return [(m, n, o, s, [{"expected_source": source}] if m == "inventory" else r) for m, n, o, s, r in DEFAULT_TESTS]
+
+    d = _diff(tmp_path, base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("observed")})
+    assert d.failed and any("passed -> not established" in r for r in d.regressions)
+    assert not _diff(tmp_path / "same", base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("file")}).failed

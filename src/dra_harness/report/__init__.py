@@ -9,6 +9,16 @@ user meant to build), :mod:`.vendor` (what to ask the GPU vendor), :mod:`.summar
 
 from __future__ import annotations
 
-from .summary import write_report
+from typing import Any
 
 __all__ = ["write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so the pytest plugin's writers can use .files (redaction) without importing
+    # the renderers (jinja2, matplotlib) in every test process.
+    if name == "write_report":
+        from .summary import write_report
+
+        return write_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

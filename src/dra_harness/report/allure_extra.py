@@ -3,7 +3,8 @@
 allure-pytest writes one ``*-result.json`` per test. The report adds the run's
 fingerprint as ``environment.properties`` (Allure's environment widget), failure
 categories as ``categories.json``, and each test's evidence records as a JSON
-attachment, so the Allure view shows the same facts as ``signoff.html``. Idempotent:
+attachment, so the Allure view shows the same facts as ``signoff.html``; a check the
+report shows as not established is "unknown" there rather than passed. Idempotent:
 re-rendering a run does not attach twice.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write, redact
+from .results import NOT_ESTABLISHED
 
 Obj = dict[str, Any]
 
@@ -67,11 +69,13 @@ def _nodeid(result: Obj) -> str | None:
     return module.replace(".", "/") + ".py::" + (name if name.startswith(func) else func)
 
 
-def enrich(run_dir: Path, summary: Obj) -> None:
+def enrich(run_dir: Path, summary: Obj) -> list[Path]:
+    """Write the extras and attach the evidence; return the files written (the run directory records them)."""
     allure_dir = run_dir / "allure-results"
     allure_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(allure_dir / "environment.properties", _properties(environment(summary)))
-    atomic_write(allure_dir / "categories.json", json.dumps(CATEGORIES, indent=2))
+    written = [allure_dir / "environment.properties", allure_dir / "categories.json"]
+    atomic_write(written[0], _properties(environment(summary)))
+    atomic_write(written[1], json.dumps(CATEGORIES, indent=2))
     by_id = {r["nodeid"]: r for r in summary["results"]}
     for path in sorted(allure_dir.glob("*-result.json")):
         try:
@@ -81,9 +85,15 @@ def enrich(run_dir: Path, summary: Obj) -> None:
         row = by_id.get(_nodeid(result) or "")
         if row is None or not row["evidence"]:
             continue
+        if row["outcome"] == NOT_ESTABLISHED and result.get("status") == "passed":
+            # Allure has no "not established"; "unknown" keeps it from counting as passed.
+            result.update(status="unknown", statusDetails={"message": row["message"]})
+            atomic_write(path, json.dumps(result))
         if any(a.get("name") == "dra-harness evidence" for a in result.get("attachments", [])):
             continue
         source = f"{uuid.uuid4()}-attachment.json"
         atomic_write(allure_dir / source, redact(json.dumps(row["evidence"], indent=2)))
         result.setdefault("attachments", []).append({"name": "dra-harness evidence", "source": source, "type": "application/json"})
         atomic_write(path, json.dumps(result))
+        written.append(allure_dir / source)
+    return written

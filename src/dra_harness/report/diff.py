@@ -6,7 +6,11 @@ served APIs (DeviceTaintRule...), outcomes, preemption, timings and contention w
 and calls a *regression* only what must stop an upgrade: a check that newly fails, an
 incomplete candidate run, a timing or wait that grew beyond both thresholds (relative
 and absolute, so noise on a 0.2 s figure does not fail CI), a tier that newly misses
-its tolerable wait, or lost jobs. Everything else is reported as a change.
+its tolerable wait, or lost jobs. A check that passed in BASE and was skipped, absent
+or not established in CANDIDATE, and a candidate with fewer checks, are regressions
+too: a gate that passes because the test no longer ran proves nothing. Where that is
+expected (a suite dropped on purpose), ``accept_missing`` lists them as changes.
+Everything else is reported as a change.
 """
 
 from __future__ import annotations
@@ -112,12 +116,14 @@ def _api(s: Obj, key: str) -> list[str] | None:
     return api.get(key) if "versions" in api else None
 
 
-def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds()) -> Diff:
+def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: bool = False) -> Diff:
+    """The diff; ``accept_missing`` turns checks that no longer ran (and a lower count) from regressions into changes."""
     d = Diff(base=f"{base.get('run_id')} ({_version(base)})", candidate=f"{cand.get('run_id')} ({_version(cand)})")
     _fingerprint(base, cand, d)
     if not cand.get("complete"):
         d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
-    _outcomes(base, cand, d)
+    _outcomes(base, cand, d, accept_missing)
+    _count(base, cand, d, accept_missing)
     _behaviour(base, cand, d)
     _contention(base, cand, d)
     _measurements(base, cand, t, d)
@@ -151,7 +157,19 @@ def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:
             d.changes.append(f"driver {name}: {bd.get(name, 'absent')} -> {cd.get(name, 'absent')}")
 
 
-def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
+#: Candidate outcomes of a check that passed in base but established nothing now (None: absent).
+_NO_LONGER_RUN = (None, "skipped", "not established")
+
+
+def _missing(d: Diff, accept: bool, what: str) -> None:
+    """A check that no longer ran: a regression, or a change the user accepted."""
+    if accept:
+        d.changes.append(f"accepted (--accept-missing): {what}")
+    else:
+        d.regressions.append(what)
+
+
+def _outcomes(base: Obj, cand: Obj, d: Diff, accept_missing: bool = False) -> None:
     b = {r["nodeid"]: r for r in base.get("results", [])}
     c = {r["nodeid"]: r for r in cand.get("results", [])}
     bad = ("failed", "error")
@@ -163,6 +181,10 @@ def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
         if co in bad:
             why = (c[nodeid].get("message") or "").splitlines()[0][:200] if c[nodeid].get("message") else ""
             d.regressions.append(f"new failure: {nodeid} ({bo or 'absent'} -> {co}){': ' + why if why else ''}")
+        elif bo == "passed" and co in _NO_LONGER_RUN:
+            why = (c[nodeid].get("message") or "").splitlines()[0][:160] if co else ""
+            _missing(d, accept_missing, f"check no longer passes: {nodeid} (passed -> {co or 'absent'})"
+                     + (f": {why}" if why else ""))
         elif co is None:
             d.changes.append(f"check absent from candidate: {nodeid} (was {bo})")
         elif bo is None:
@@ -170,6 +192,12 @@ def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
         else:
             why = c[nodeid].get("message") or b[nodeid].get("message") or ""
             d.changes.append(f"behaviour changed: {nodeid}: {bo} -> {co}" + (f" ({why.splitlines()[0][:160]})" if why else ""))
+
+
+def _count(base: Obj, cand: Obj, d: Diff, accept_missing: bool) -> None:
+    before, after = len(base.get("results", [])), len(cand.get("results", []))
+    if after < before:
+        _missing(d, accept_missing, f"fewer checks in candidate: {before} -> {after}")
 
 
 #: Evidence that states how Kubernetes behaved, compared as text between runs.

@@ -21,7 +21,8 @@ from .results import slug
 Obj = dict[str, Any]
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
-OUTCOME_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "skipped": "#6e7781", "not run": "#6e7781"}
+OUTCOME_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "skipped": "#6e7781", "not run": "#6e7781",
+                   "not established": "#9a6700"}
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("dra_harness.report", "templates"),

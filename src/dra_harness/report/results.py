@@ -4,6 +4,11 @@ Read from ``junit.xml`` (through junitparser, so a malformed file fails loudly) 
 joined with ``evidence.jsonl`` (what each test recorded: device, node, seconds).
 Measurements are the timings tests record (keys ending in ``_s``, or ``seconds``);
 ``dra-harness diff`` compares them between runs.
+
+A check that passed against expectations taken from the cluster under test (the
+inventory suite records ``expected_source: observed`` on an existing cluster without
+``--expected-hardware``) compared the cluster with itself: it passes by construction,
+so the report shows it as *not established*, never as passed.
 """
 
 from __future__ import annotations
@@ -31,7 +36,17 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "device_taints": ("device-taints", "Device taints"),
     "contention": ("contention", "Contention"),
 }
-_RANK = {"failed": 4, "error": 4, "passed": 2, "skipped": 1}
+NOT_ESTABLISHED = "not established"
+OBSERVED_BASELINE = ("not established: the expected hardware was what the cluster under test published at the "
+                     "start of the run (no --expected-hardware), so this check compared the cluster with itself")
+_RANK = {"failed": 4, "error": 4, NOT_ESTABLISHED: 3, "passed": 2, "skipped": 1}
+
+
+def established(outcome: str, message: str, records: list[Obj]) -> tuple[str, str]:
+    """The outcome the report shows: a pass against a baseline observed from the cluster under test is not one."""
+    if outcome == "passed" and any(r.get("expected_source") == "observed" for r in records):
+        return NOT_ESTABLISHED, OBSERVED_BASELINE
+    return outcome, message
 
 
 def slug(nodeid: str) -> str:
@@ -88,6 +103,8 @@ def read_results(report_dir: Path) -> list[Obj]:
             nodeid = (classname.replace(".", "/") + ".py::" if classname else "") + name
             module = classname.split(".")[-1].removeprefix("test_") or "harness"
             failure_file = report_dir / "failures" / f"{slug(nodeid)}.json"
+            records = evidence.get(nodeid, {}).get("records", [])
+            outcome, message = established(outcome, message, records)
             results.append({
                 "suite": module,
                 "concern": CONCERNS.get(module, (module, module))[0],
@@ -96,7 +113,7 @@ def read_results(report_dir: Path) -> list[Obj]:
                 "outcome": outcome,
                 "seconds": round(float(case.time or 0), 3),
                 "message": message,
-                "evidence": evidence.get(nodeid, {}).get("records", []),
+                "evidence": records,
                 "failure_dump": f"failures/{failure_file.name}" if outcome in ("failed", "error") and failure_file.exists() else None,
             })
     return results
@@ -113,8 +130,8 @@ def concern_outcome(rows: list[Obj]) -> str:
     if not rows:
         return "not run"
     worst = max(rows, key=lambda r: _RANK.get(r["outcome"], 0))["outcome"]
-    if worst == "skipped":
-        return "skipped"
+    if worst in ("skipped", NOT_ESTABLISHED):
+        return worst
     return "failed" if worst in ("failed", "error") else "passed"
 
 
@@ -167,6 +184,8 @@ def findings(results: list[Obj]) -> list[Obj]:
         if r["outcome"] in ("failed", "error"):
             out.append({"severity": "failure", "concern": r["concern"], "test": r["nodeid"],
                         "message": (r["message"] or "failed").splitlines()[0][:500]})
+        elif r["outcome"] == NOT_ESTABLISHED:
+            out.append({"severity": NOT_ESTABLISHED, "concern": r["concern"], "test": r["nodeid"], "message": r["message"]})
         # Only ``findings`` (plural) counts: a singular ``finding`` is what a planted control recorded.
         for rec in r["evidence"]:
             value = rec.get("findings")

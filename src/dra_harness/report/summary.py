@@ -13,48 +13,41 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, yamlfile
-from . import allure_extra, contention, design, render, results, vendor
-from .files import RunDirError, atomic_write, write_json
+from . import allure_extra, contention, design, render, results, rundir, vendor
+from .files import RunDirError, atomic_write, redact_files, write_json
 
 Obj = dict[str, Any]
 SCHEMA_VERSION = 1
 
+__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_report"]
+
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
-    """Record the start and write a report marked incomplete at once: a killed run still leaves one."""
+    """Claim the directory, record the start and write a report marked incomplete at once: a killed run still leaves one.
+
+    A directory the run may not write into raises :class:`RunDirError` before anything is written.
+    """
     from .fingerprint import redacted_command
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _clear_previous(run_dir)
+    rundir.claim(run_dir, run_id)
     write_json(run_dir / "run.json", {
         "run_id": run_id, "command": redacted_command(command), "started": time.time(),
         "finished": None, "complete": False, "exit_code": None,
     })
     if design_record is not None:
         write_json(run_dir / "design.json", design_record)
+    rundir.record(run_dir, [p for p in (run_dir / "run.json", run_dir / "design.json") if p.exists()])
     return write_report(run_dir)
-
-
-#: What a run writes; a reused --report-dir loses only these, so no earlier run's result leaks into this one.
-RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
-             "signoff.md", "signoff.html")
-RUN_DIRS = ("allure-results", "failures", "contention")
-
-
-def _clear_previous(run_dir: Path) -> None:
-    import shutil
-
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
-    for name in RUN_DIRS:
-        shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
 def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
+    """Record the end and rewrite the report; the marker then lists every file the run wrote."""
     meta = _run_meta(run_dir)
     meta.update(finished=time.time(), complete=complete, exit_code=exit_code)
     write_json(run_dir / "run.json", meta)
-    return write_report(run_dir)
+    path = write_report(run_dir)
+    rundir.seal(run_dir)
+    return path
 
 
 _STRS: Obj = {"type": "array", "items": {"type": "string"}}
@@ -111,11 +104,15 @@ def _optional(path: Path, schema: Obj) -> Obj | None:
     return read_checked(path, schema) if path.exists() else None
 
 
-def build_summary(run_dir: Path) -> Obj:
+def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
     if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
         raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+
+
+def build_summary(run_dir: Path) -> Obj:
+    _check_run_dir(run_dir)
     meta = _run_meta(run_dir)
     fp = _optional(run_dir / "fingerprint.json", FINGERPRINT_SCHEMA) or {"error": "no fingerprint recorded"}
     rows = results.read_results(run_dir)
@@ -134,6 +131,9 @@ def build_summary(run_dir: Path) -> Obj:
         reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
     else:
         verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
+        if counts.get(results.NOT_ESTABLISHED):
+            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (their baseline came from the cluster "
+                       "under test: pass --expected-hardware)")
     record = _optional(run_dir / "design.json", design.DESIGN_SCHEMA)
     return {
         "schema": SCHEMA_VERSION,
@@ -179,13 +179,26 @@ def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:
 
 
 def write_report(run_dir: Path) -> Path:
-    """(Re)write summary.json, signoff.md, signoff.html and the Allure extras; return signoff.html."""
+    """Redact the run's files, then (re)write summary.json, signoff.md, signoff.html and the Allure extras; return signoff.html.
+
+    Our own writers redact what they write, but junit.xml and allure-results/ are
+    written by pytest's plugins. Redacting here, over every file of the run layout,
+    rather than in a pytest hook is the robust choice: it runs after the test process
+    has exited, so no plugin writes after it whatever their hook order, under xdist
+    (whose workers write Allure files themselves) or after a killed session; and it runs
+    on every render, so ``dra-harness report DIR`` also cleans a directory written by
+    pytest directly. The summary is then built from files already redacted.
+    """
     run_dir = Path(run_dir)
+    _check_run_dir(run_dir)
+    redact_files(run_dir / rel for rel in rundir.layout_files(run_dir))
     summary = build_summary(run_dir)
     write_json(run_dir / "summary.json", summary)
     atomic_write(run_dir / "signoff.md", render.markdown(summary))
     html_path = run_dir / "signoff.html"
     atomic_write(html_path, render.html(summary, run_dir))
+    written = [run_dir / "summary.json", run_dir / "signoff.md", html_path]
     if (run_dir / "allure-results").is_dir() or summary["results"]:
-        allure_extra.enrich(run_dir, summary)
+        written += allure_extra.enrich(run_dir, summary)
+    rundir.record(run_dir, written)
     return html_path

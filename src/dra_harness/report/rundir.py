@@ -1,0 +1,137 @@
+"""The run directory: which directory a run may write into, and which files in it are the run's own.
+
+``--report-dir`` may name any directory, including one that holds someone's work, so
+a run never deletes or overwrites a file it did not write. A run marks the directory
+it writes into with ``.dra-harness-run`` (JSON: the run id, whether the run finished,
+and the files it wrote, relative to the directory; no secret). It refuses a non-empty
+directory without that marker, and, re-using a marked directory, removes only the
+files the previous run recorded as its own. A run that did not finish (killed) has not
+recorded every file its test session wrote, so its directory is refused rather than
+guessed at. Every refusal happens before anything is written or deleted.
+
+What a run owns is also bounded by its layout: the top-level files in
+:data:`RUN_FILES` and whatever lies under :data:`RUN_DIRS`. A file the user puts beside
+them (``notes.txt``) is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .files import RunDirError, write_json
+
+MARKER = ".dra-harness-run"
+#: The files a run writes at the top of its directory, and the folders it fills.
+RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
+             "signoff.md", "signoff.html")
+RUN_DIRS = ("allure-results", "failures", "contention")
+
+
+def in_layout(rel: str) -> bool:
+    """Whether a relative path is one a run writes (and so may own)."""
+    parts = PurePosixPath(rel).parts
+    if not parts or ".." in parts or PurePosixPath(rel).is_absolute():
+        return False
+    return (len(parts) == 1 and parts[0] in RUN_FILES) or (len(parts) > 1 and parts[0] in RUN_DIRS)
+
+
+def layout_files(run_dir: Path) -> list[str]:
+    """Every file (or link) present in the run layout, relative and sorted; the marker is not one."""
+    found = [name for name in RUN_FILES if os.path.lexists(run_dir / name)]
+    for top in RUN_DIRS:
+        # os.walk does not follow links into other directories: nothing outside the run is listed.
+        for folder, _dirs, files in os.walk(run_dir / top):
+            found += [Path(folder, f).relative_to(run_dir).as_posix() for f in files]
+    return sorted(found)
+
+
+def read_marker(run_dir: Path) -> dict[str, Any] | None:
+    """The marker's record, None when there is none; RunDirError when it is not one of ours."""
+    path = run_dir / MARKER
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RunDirError(f"{path} is not a dra-harness run marker ({e.__class__.__name__})") from None
+    if not (isinstance(record, dict) and isinstance(record.get("run_id"), str)
+            and isinstance(record.get("files"), list) and all(isinstance(f, str) for f in record["files"])):
+        raise RunDirError(f"{path} is not a dra-harness run marker (no run_id and files)")
+    return record
+
+
+def _previous_files(run_dir: Path) -> list[str]:
+    """The files an earlier run in ``run_dir`` wrote; RunDirError when the directory is not safely ours."""
+    record = read_marker(run_dir)
+    if record is None:
+        raise RunDirError(f"{run_dir} is not empty and has no {MARKER} marker: refusing to write a run into a "
+                          "directory dra-harness did not create (choose an empty or new --report-dir)")
+    run_id = record["run_id"]
+    if not record.get("finished"):
+        raise RunDirError(f"{run_dir} holds run {run_id}, which did not finish, so the files it wrote are not all "
+                          "recorded: remove the directory or choose another --report-dir")
+    recorded = record["files"]
+    foreign = [f for f in recorded if not in_layout(f)]
+    if foreign:
+        raise RunDirError(f"{run_dir / MARKER} lists {foreign[0]}, which no run writes: refusing to delete it")
+    unrecorded = sorted(set(layout_files(run_dir)) - set(recorded))
+    if unrecorded:
+        raise RunDirError(f"{run_dir / unrecorded[0]} was not written by run {run_id}: refusing to overwrite it")
+    return recorded
+
+
+def check(run_dir: Path) -> None:
+    """Raise RunDirError if ``run_dir`` may not become a run's directory; changes nothing."""
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        _previous_files(run_dir)
+
+
+def claim(run_dir: Path, run_id: str) -> None:
+    """Make ``run_dir`` this run's: create it, take an empty one, or re-use a marked one.
+
+    Re-using, only the previous run's recorded files go (and the folders they leave
+    empty), so no earlier result leaks into this run and no one else's file is lost.
+    """
+    check(run_dir)  # everything is checked before anything is deleted
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        previous = _previous_files(run_dir)
+        for rel in previous:
+            (run_dir / rel).unlink(missing_ok=True)
+        _remove_empty_folders(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / MARKER, {"run_id": run_id, "finished": False, "files": []})
+
+
+def _remove_empty_folders(run_dir: Path) -> None:
+    for top in RUN_DIRS:
+        for folder, _dirs, _files in sorted(os.walk(run_dir / top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass  # not empty: something in it is not ours
+
+
+def record(run_dir: Path, written: Iterable[Path]) -> None:
+    """Add files this process wrote to the marker (a marked directory only: a plain pytest one stays unmarked)."""
+    marker = read_marker(run_dir)
+    if marker is None:
+        return
+    rels = {Path(p).resolve().relative_to(run_dir.resolve()).as_posix() for p in written}
+    marker["files"] = sorted(set(marker["files"]) | {r for r in rels if in_layout(r)})
+    write_json(run_dir / MARKER, marker)
+
+
+def seal(run_dir: Path) -> None:
+    """At the end of the run: everything in the layout was written by this run (its test session included)."""
+    marker = read_marker(run_dir)
+    if marker is None:
+        return
+    marker["files"] = sorted(set(marker["files"]) | set(layout_files(run_dir)))
+    marker["finished"] = True
+    write_json(run_dir / MARKER, marker)
