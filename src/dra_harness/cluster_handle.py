@@ -255,30 +255,29 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     after ``timeout`` (normally nothing).
     """
     selector = run_selector(run_id, include_kept=False)
-    cluster_scoped = _cluster_scoped(kube)
-    for res in cluster_scoped[::-1]:  # taint rules first: they act on devices until deleted
-        for obj in kube.list(res, label_selector=selector):
-            kube.delete(res, obj["metadata"]["name"])
+    # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
+    kinds = [(res, None) for res in _cluster_scoped(kube)[::-1]] + [(LEASES, lease_namespace)]
+    for res, namespace in kinds:
+        for obj in _ours(kube, res, namespace, selector):
+            kube.delete(res, obj["metadata"]["name"], namespace)
     for ns in kube.list(rest.NAMESPACES, label_selector=selector):
         kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
-    for lease in _leases(kube, lease_namespace, selector):
-        kube.delete(LEASES, lease["metadata"]["name"], lease_namespace)
     try:
         watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
                     f"namespaces of run {run_id} to be deleted", label_selector=selector)
     except WaitError:
         pass
     left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-    left += [f"lease/{lease['metadata']['name']}" for lease in _leases(kube, lease_namespace, selector)]
-    for res in cluster_scoped:
-        left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
+    for res, namespace in kinds:
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, selector)]
     return left
 
 
-def _leases(kube: Kube, namespace: str, selector: str) -> list[dict]:
-    """The run's Leases (see :mod:`dra_harness.cluster_lock`); none where we may not read them."""
+def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
+    """Objects of ``res`` carrying the run's label; none where we may not list them (then we
+    could not have created any either: the roles grant create only with list)."""
     try:
-        return kube.list(LEASES, namespace, label_selector=selector)
+        return kube.list(res, namespace, label_selector=selector)
     except rest.ApiError as e:
         if e.status in (403, 404):
             return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from dra_harness.cluster_handle import grant_namespace_role
 from dra_harness.kind.apply import apply_all, resource_for
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
+from dra_harness.kube.waits import wait_for_deletion
 from dra_harness.labels import RUN_LABEL
 
 ROLES = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "dra-harness.yaml"
@@ -89,18 +91,25 @@ def _token_kubeconfig(kube, admin_kubeconfig: Path, sa_namespace: str, path: Pat
     return path, token
 
 
+def _ensure_namespace(kube, name: str) -> bool:
+    """Create ``name`` unless it exists (True if created here); one being deleted is waited out first."""
+    try:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": name}})
+        return True
+    except rest.Conflict:
+        if not kube.get(rest.NAMESPACES, name)["metadata"].get("deletionTimestamp"):
+            return False
+    wait_for_deletion(kube, rest.NAMESPACES, name, 60)
+    return _ensure_namespace(kube, name)
+
+
 @pytest.fixture
 def bound(cluster, namespace):
     """ServiceAccounts named dra-harness: the everyday one in ``namespace``, the disruptive one in
     ``<namespace>-d``; the roles, policy and bindings are removed after."""
     kube = cluster.kube
     disruptor_ns = f"{namespace}-d"[:63]
-    for ns in (DRIVER_NAMESPACE,):  # the driver-pods Role lives there
-        try:
-            kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
-            created_driver_ns = True
-        except rest.Conflict:
-            created_driver_ns = False
+    created_driver_ns = _ensure_namespace(kube, DRIVER_NAMESPACE)  # the driver-pods Role lives there
     kube.create(rest.NAMESPACES, {"metadata": {"name": disruptor_ns, "labels": {RUN_LABEL: cluster.run_id}}})
     docs = [d for d in yaml.safe_load_all(ROLES.read_text()) if d]
     applied = apply_all(kube, docs)
@@ -157,6 +166,20 @@ def test_every_verb_the_harness_uses_is_granted_and_nothing_beyond_its_own(clust
         kube.delete(rest.NAMESPACES, own)
 
 
+def _policy_in_force(sa, namespace: str, timeout: float = 20.0) -> None:
+    """The API server loads a new policy within seconds: wait until a harmless change is denied."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            sa.patch(rest.NAMESPACES, namespace, {"metadata": {"labels": {"probe": str(int(time.monotonic()))}}})
+        except rest.ApiError as e:
+            if "dra-harness may" in e.message:
+                return
+            raise
+        assert time.monotonic() < end, f"the admission policy was not in force after {timeout:.0f}s"
+        time.sleep(0.5)
+
+
 def _denied_by_policy(call) -> str:
     with pytest.raises(rest.ApiError) as caught:
         call()
@@ -172,6 +195,7 @@ def test_the_policy_stops_the_harness_from_deleting_relabelling_or_binding_in_ot
     binding = {"metadata": {"name": "escalate"}, "subjects": [{"kind": "User", "name": "x", "apiGroup": _RBAC}],
                "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "dra-harness-namespace"}}
     try:
+        _policy_in_force(sa, other)
         _denied_by_policy(lambda: sa.delete(rest.NAMESPACES, other))
         _denied_by_policy(lambda: sa.patch(rest.NAMESPACES, other, {"metadata": {"labels": {RUN_LABEL: "mine-now"}}}))
         _denied_by_policy(lambda: sa.create(NS_BINDINGS, binding, other))

@@ -74,7 +74,8 @@ def test_killing_dra_harness_run_ends_its_pytest_and_removes_the_runs_objects(sm
             os.killpg(runner.pid, signal.SIGKILL)
     _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
     assert _lock_dirs() <= locks_before, f"lock directories left: {_lock_dirs() - locks_before}"
-    assert ended_after < 60
+    print(f"the run's pytest ended {ended_after:.1f}s after dra-harness run was killed")
+    assert ended_after < 30, f"pytest went on for {ended_after:.0f}s after its parent died"
 
 
 def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluster, tmp_path):
