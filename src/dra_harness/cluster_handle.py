@@ -55,6 +55,7 @@ class ClusterHandle:
     profile: DriverProfile
     local: LocalCluster | None = None
     notes: list[str] = field(default_factory=list)
+    shell_image: str | None = None
     #: Where ``expected`` comes from: the user's file, the hardware the harness itself configured
     #: (provider), or what the cluster published at the start (observed: the cluster under test
     #: is its own baseline, so inventory checks against it establish nothing).
@@ -153,6 +154,10 @@ class ClusterHandle:
         """DeviceTaintRule of the newest served version, or None where none is served."""
         return rest.served(self.kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
 
+    def schedulable_nodes(self) -> list[str]:
+        """Nodes the scheduler may place new pods on (not cordoned), sorted."""
+        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable"))
+
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""
         return bool(self.container_nodes())
@@ -166,10 +171,13 @@ class ClusterHandle:
 
     @property
     def probe_image(self) -> str:
-        """An image with a shell: imported locally on the embedded cluster's real nodes."""
+        """An image with a shell for container-level checks: ``--shell-image`` (an air-gapped
+        cluster's mirror), else the one imported on the embedded cluster's real nodes, else busybox."""
         from .incontainer import PUBLIC_PROBE_IMAGE
         from .local.images import WORKLOAD_IMAGE
 
+        if self.shell_image:
+            return self.shell_image
         return WORKLOAD_IMAGE if self.local is not None else PUBLIC_PROBE_IMAGE
 
     def server_version(self) -> str:

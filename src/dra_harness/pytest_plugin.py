@@ -78,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--driver-image", default=None, help="kind: example-driver image (default: built from the Go-built plugin)")
     group.addoption("--kind-install", choices=["auto", "helm", "manifests"], default="auto",
                     help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests")
+    group.addoption("--shell-image", default=None,
+                    help="image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
+                         "on an air-gapped cluster, your mirror of it)")
     group.addoption("--probe-image", default=None,
                     help="image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)")
 
@@ -228,6 +231,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
                 gpus_per_node=opt("--gpus-per-node"),
                 real_nodes=opt("--real-nodes"),
             )
+    handle.shell_image = opt("--shell-image")
     if opt("--driver-daemonset"):
         namespace, _, name = opt("--driver-daemonset").partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))

@@ -22,6 +22,7 @@ import pytest
 from dra_harness.kube import rest
 from dra_harness.local import twin as twin_mod
 from dra_harness.local.cluster import ClusterSpec, LocalCluster
+from dra_harness.local.images import WORKLOAD_IMAGE
 from dra_harness.local.realnode import unavailable_reason
 from dra_harness.report.results import read_results
 
@@ -60,7 +61,7 @@ def _run(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[subprocess
     out = subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
          "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
-         "--ignore=suites/test_contention.py", *extra],
+         "--ignore=suites/test_contention.py", f"--shell-image={WORKLOAD_IMAGE}", *extra],
         capture_output=True, text=True, timeout=1500, cwd=ROOT)
     return out, time.monotonic() - started
 
