@@ -231,7 +231,6 @@ def leftovers(kube: Kube) -> list[str]:
     from ..cluster_lock import LEASES
 
     left += [f"Lease/{o['metadata']['name']}" for o in kube.list(LEASES, "default", label_selector=RUN_LABEL)]
-    for n in kube.list(rest.NODES):
-        left += [f"label {k} on node {n['metadata']['name']}" for k in n["metadata"].get("labels") or {}
-                 if k.startswith("dra-harness.io/") and k != DISRUPTABLE_LABEL]
+    # Node labels and taints are compared whole by :func:`others`; here only a run's own label.
+    left += [f"label {RUN_LABEL} on node {n['metadata']['name']}" for n in kube.list(rest.NODES, label_selector=RUN_LABEL)]
     return left
