@@ -90,6 +90,11 @@ def test_a_run_through_the_serviceaccount_gives_the_embedded_verdicts_and_touche
           f"{sum(o == 'skipped' for o in verdicts.values())} skipped")
     for test, outcome in sorted(verdicts.items()):
         print(f"  {outcome:8} {test}")
+    for r in read_results(tmp_path / "run"):  # what a DaemonSet driver's restart looked like
+        for e in r["evidence"]:
+            if "replacement_ready_after_s" in e:
+                print(f"  restart on {e['node']} (kill={e['kill']}): replacement Ready {e['replacement_ready_after_s']}s, "
+                      f"slices whole {e['back_after_s']}s, slices missing {e['slices_missing_s']}s")
     _check_verdicts(verdicts, out.stdout + out.stderr)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert kube.get(rest.NODES, made.maintenance_node)["spec"].get("unschedulable"), "the maintenance node was uncordoned"
