@@ -42,12 +42,11 @@ def render_driver_manifests(image: str, kubelet_root: str, cdi_root: str = "/var
     return [d for d in yaml.safe_load_all(filled) if d]
 
 
-_RBAC = "rbac.authorization.k8s.io"
 RESOURCES = {
     "Namespace": rest.NAMESPACES,
     "ServiceAccount": rest.SERVICE_ACCOUNTS,
-    "ClusterRole": rest.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False),
-    "ClusterRoleBinding": rest.Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    "ClusterRole": rest.CLUSTER_ROLES,
+    "ClusterRoleBinding": rest.CLUSTER_ROLE_BINDINGS,
     "DaemonSet": rest.DAEMON_SETS,
 }
 

@@ -45,12 +45,14 @@ from ..kube.client import connect
 from ..kube.rest import Kube
 from ..labels import DISRUPTABLE_LABEL
 from . import commands, realcluster
-from .pki import PKI
+from .pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from .processes import Supervisor, strays
 from .state import DEFAULT_NAME, ClusterSpec, ClusterState
 
 DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
+#: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 
 class ClusterError(RuntimeError):
@@ -137,9 +139,7 @@ class LocalCluster:
 
         say("issuing certificates")
         pki = PKI(self.state_dir / "pki")
-        pki.create()
-        pki.issue("apiserver", "kube-apiserver", server=True)
-        admin = pki.issue("admin", "dra-harness-admin", ("system:masters",))
+        admin = _issue_certificates(pki)
         pki.kubeconfig(self.kubeconfig, state.server, admin, cluster=self.name, user="admin")
         deadline = time.monotonic() + timeout
 
@@ -155,6 +155,7 @@ class LocalCluster:
             self._start_control_plane_component(component, state)
         self._create_nodes(kube, spec)
         self._create_device_class(kube)
+        self._grant_kubelet_api(kube)
         say(f"starting {spec.nodes} example-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
@@ -244,6 +245,15 @@ class LocalCluster:
         kube.create(rest.DEVICE_CLASSES, {
             "metadata": {"name": DRIVER_NAME},
             "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]},
+        })
+
+    def _grant_kubelet_api(self, kube: Kube) -> None:
+        # Kubelets authorize every request through the API server (Webhook): the API server's own
+        # client certificate needs the kubelet API (logs, exec) like kubeadm grants it.
+        kube.create(rest.CLUSTER_ROLE_BINDINGS, {
+            "metadata": {"name": "dra-harness:kube-apiserver-kubelet-client"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}],
         })
 
     # -- readiness ---------------------------------------------------------------
@@ -363,6 +373,17 @@ class LocalCluster:
 
     def pids(self) -> list[int]:
         return [t.pid for t in self.supervisor.tracked() if t.alive()] + strays(self.state_dir)
+
+
+def _issue_certificates(pki: PKI) -> Identity:
+    """The CAs and every control-plane certificate; returns the admin's identity."""
+    pki.create()
+    pki.issue(commands.APISERVER_SERVING, "kube-apiserver", hosts=APISERVER_HOSTS, client=False)
+    # etcd's certificate serves clients and, being its own peer, authenticates to itself.
+    pki.issue(commands.ETCD_SERVING, "etcd", hosts=("127.0.0.1", "localhost"), authority=ETCD_CA)
+    pki.issue(commands.APISERVER_ETCD_CLIENT, "kube-apiserver-etcd-client", authority=ETCD_CA)
+    pki.issue(commands.APISERVER_KUBELET_CLIENT, KUBELET_CLIENT_USER)
+    return pki.issue("admin", "dra-harness-admin", ("system:masters",))
 
 
 def _node_ready(node: dict) -> bool:

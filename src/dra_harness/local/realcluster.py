@@ -67,7 +67,10 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         rn = node(cluster, name)
         t0 = time.monotonic()
         say(f"starting containerd on {name}")
-        rn.write_configs(images.pause_image().name, pki.ca_cert, _free_port(), _free_port(), _gates_dict(st.spec.k8s_version))
+        serving = pki.issue(f"kubelet-{name}-serving", f"system:node:{name}", ("system:nodes",),
+                            hosts=(rn.node_ip, name), client=False)
+        rn.write_configs(images.pause_image().name, pki.ca_cert, serving, _free_port(), _free_port(),
+                         _gates_dict(st.spec.k8s_version))
         make_cgroup_root(rn.cgroup_root)
         add_host_link(rn.host_link, rn.node_ip)
         cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)

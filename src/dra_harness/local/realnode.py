@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from .. import prereqs
+from .pki import Identity
 
 #: Debian packages a real node needs (runc, CNI plugins, busybox for the workload image).
 PACKAGES = ["runc", "containernetworking-plugins", "busybox-static", "iproute2"]
@@ -220,23 +221,29 @@ class RealNode:
             ],
         }
 
-    def kubelet_config(self, ca_cert: Path, port: int, healthz_port: int, feature_gates: dict[str, bool]) -> dict:
+    def kubelet_config(self, ca_cert: Path, serving: Identity, port: int, healthz_port: int,
+                       feature_gates: dict[str, bool]) -> dict:
         return {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            # The API server reaches the kubelet (logs, exec) at the node's InternalIP.
+            # The API server reaches the kubelet (logs, exec) at the node's InternalIP, which any
+            # local user can reach too: nothing is served there without a client certificate of
+            # the cluster CA (or a token), and each request is authorized by the API server.
             "address": self.node_ip,
             "port": port,
             "readOnlyPort": 0,
+            # Serving certificate of the cluster CA for the node's IP: the API server verifies it.
+            "tlsCertFile": str(serving.cert),
+            "tlsPrivateKeyFile": str(serving.key),
+            # Plain HTTP, /healthz only, loopback only.
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": healthz_port,
-            # The API server reaches the kubelet (logs, exec) without a client certificate.
             "authentication": {
-                "anonymous": {"enabled": True},
-                "webhook": {"enabled": False},
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
                 "x509": {"clientCAFile": str(ca_cert)},
             },
-            "authorization": {"mode": "AlwaysAllow"},
+            "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "cgroupsPerQOS": True,
@@ -263,14 +270,14 @@ class RealNode:
             "featureGates": feature_gates,
         }
 
-    def write_configs(self, pause_image: str, ca_cert: Path, port: int, healthz_port: int,
+    def write_configs(self, pause_image: str, ca_cert: Path, serving: Identity, port: int, healthz_port: int,
                       feature_gates: dict[str, bool]) -> None:
         for d in (self.etc / "cni", self.cdi_dir, *self.driver_dirs.values(), self.base / "pod-logs"):
             d.mkdir(parents=True, exist_ok=True)
         (self.etc / "containerd.toml").write_text(self.containerd_config(pause_image))
         (self.etc / "cni" / "10-dra-harness.conflist").write_text(json.dumps(self.cni_config(), indent=2))
         (self.etc / "kubelet.yaml").write_text(
-            yaml.safe_dump(self.kubelet_config(ca_cert, port, healthz_port, feature_gates))
+            yaml.safe_dump(self.kubelet_config(ca_cert, serving, port, healthz_port, feature_gates))
         )
 
     def containerd_argv(self, containerd: str) -> list[str]:
