@@ -34,6 +34,7 @@ from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
+from .local import rundir
 from .local.cluster import LocalCluster
 from .profiles import ProfileError, by_name, detect
 
@@ -95,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
     if workerinput is None:
+        _check_locks(run_id)
         _check_inputs(config)
 
 
@@ -140,16 +142,42 @@ def _local_name(config: pytest.Config) -> str:
     return config.getoption("--cluster-name") or f"run-{_run_id(config)}"
 
 
+_LOCKS = ("cluster", "devices")
+
+
 def _lock_path(run_id: str, kind: str) -> Path:
     """A lock file the processes of one run share (xdist workers on this machine)."""
     return Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.{kind}.lock"
 
 
+def _check_locks(run_id: str) -> None:
+    """Create the run's lock files now, refusing (one line) a name another user took first (``--run-id``
+    makes it predictable): every process of the run then opens only files of ours."""
+    for kind in _LOCKS:
+        try:
+            os.close(rundir.open_private_file(_lock_path(run_id, kind)))
+        except rundir.UnsafePath as e:
+            raise pytest.UsageError(str(e)) from None
+
+
+@contextmanager
+def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
+    with os.fdopen(rundir.open_private_file(_lock_path(run_id, kind)), "r+") as f:
+        fcntl.flock(f, operation)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
-    for kind in ("cluster", "devices"):
-        _lock_path(_run_id(config), kind).unlink(missing_ok=True)
+    for kind in _LOCKS:
+        path = _lock_path(_run_id(config), kind)
+        # Only ours: a file planted under the name (refused at configure) is not ours to remove.
+        if path.is_file() and not path.is_symlink() and path.stat().st_uid == os.geteuid():
+            path.unlink(missing_ok=True)
     if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
         LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
     elif config.getoption("--cluster") == "kind" and kind_session.owns_cluster(config):
@@ -189,14 +217,12 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     if opt("--cluster") == "existing":
         handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
     elif opt("--cluster") == "kind":
-        with open(_lock_path(run_id, "cluster"), "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # one process of the run creates the kind cluster
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):  # one process of the run creates the kind cluster
             handle = kind_session.open_kind(request.config, run_id)
     else:
         name = _local_name(request.config)
-        with open(_lock_path(run_id, "cluster"), "w") as f:
-            # One process of the run starts the cluster; the others wait and reuse it.
-            fcntl.flock(f, fcntl.LOCK_EX)
+        # One process of the run starts the cluster; the others wait and reuse it.
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):
             handle = open_local(
                 name,
                 run_id,
@@ -232,12 +258,8 @@ def _failed(item: pytest.Item) -> bool:
 @contextmanager
 def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
     """Tests share the cluster's devices; an ``exclusive`` test waits until it is alone."""
-    with open(_lock_path(run_id, "devices"), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with _locked(run_id, "devices", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH):
+        yield
 
 
 def _exclusive(item: pytest.Item) -> bool:

@@ -155,14 +155,15 @@ def test_down_leaves_no_container_mount_netns_link_or_cgroup(real_cluster):
     for i in range(2):
         wait_running(kube, name, f"busy-{i}", timeout=120)
     rn = realcluster.node(real_cluster, NODE)
-    assert realcluster.leftovers(real_cluster, [rn]), "nothing running before down?"
+    runtime_dir = real_cluster.runtime_dir
+    assert realcluster.leftovers(runtime_dir, [rn]), "nothing running before down?"
     netns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
     started = time.monotonic()
     real_cluster.down()
     print(f"down with a real node and 2 running pods: {time.monotonic() - started:.1f}s")
-    assert realcluster.leftovers(real_cluster, [rn]) == []
+    assert realcluster.leftovers(runtime_dir, [rn]) == []
     mounts = subprocess.run(["mount"], capture_output=True, text=True).stdout
-    assert str(real_cluster.runtime_dir) not in mounts
+    assert str(runtime_dir) not in mounts
     links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
     assert rn.bridge not in links and "veth" not in links.split(rn.bridge)[0] if rn.bridge in links else True
     assert set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()) <= netns_before

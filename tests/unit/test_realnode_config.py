@@ -29,7 +29,7 @@ SERVING = Identity(Path("/pki/kubelet-serving.crt"), Path("/pki/kubelet-serving.
 
 
 def _node(index: int = 0) -> RealNode:
-    return RealNode(f"real-node-{index}", Path(f"/tmp/dra-harness-abc/real-node-{index}"), "0123456789", index)
+    return RealNode(f"real-node-{index}", Path("/tmp/drh-abcdefgh"), "0123456789", index)
 
 
 def test_containerd_config_turns_on_cdi_in_the_nodes_own_dirs():
@@ -66,6 +66,16 @@ def test_the_kubelet_refuses_anonymous_requests_and_asks_the_api_server_about_ev
     assert cfg["authorization"] == {"mode": "Webhook"}
     assert (cfg["tlsCertFile"], cfg["tlsPrivateKeyFile"]) == (str(SERVING.cert), str(SERVING.key))
     assert cfg["readOnlyPort"] == 0 and cfg["healthzBindAddress"] == "127.0.0.1"
+
+
+def test_every_directory_of_a_node_is_in_the_clusters_runtime_dir_and_sockets_stay_short():
+    a, b = _node(0), _node(1)
+    for d in a.host_dirs + b.host_dirs:
+        assert d.parent == a.runtime_dir
+    assert len({*a.host_dirs, *b.host_dirs}) == 4
+    # The longest socket a DaemonSet plugin gets: <root>/plugins_registry/<driver>-<pod uid>-reg.sock.
+    longest = a.kubelet_root / "plugins_registry" / f"gpu.example.com-{'0' * 8}-{'0' * 4}-{'0' * 4}-{'0' * 4}-{'0' * 12}-reg.sock"
+    assert len(str(longest)) < 108
 
 
 def test_each_node_gets_its_own_bridge_and_pod_cidr():

@@ -5,11 +5,11 @@ sees (``GPU_DEVICE_*`` injected through CDI by the example driver) and what happ
 to running containers when a driver restarts or a node drains cannot be observed.
 A real node is the same shape as a kind node.
 
-Everything of one node lives under its own short directory
-(``<runtime_dir>/r<index>/``, short because of the 107-byte unix-socket limit):
-containerd's root, state and socket; runc's state; CNI config and IPAM data;
-kubelet's root (plugins and plugins_registry, where the driver registers);
-CDI specs; pod logs. Network namespaces are mounted under containerd's state dir
+Everything of one node lives in the cluster's private runtime directory (``rundir``:
+``/tmp/drh-<random>``, mode 0700, short because of the 107-byte unix-socket limit):
+``r<index>/`` containerd's root, state and socket, runc's state, CNI config and IPAM
+data, CDI specs, pod logs; ``k<index>/`` the kubelet's root (plugins and
+plugins_registry, where the driver registers). Network namespaces are mounted under containerd's state dir
 (``netns_mounts_under_state_dir``), pods' cgroups under a cgroup root of the node's
 own, so :func:`teardown` can find and remove every trace of the node without
 touching anything else on the host.
@@ -22,7 +22,6 @@ import ipaddress
 import json
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,11 +77,15 @@ class RealNode:
     """One real node's names, directories and configuration files (pure; nothing started)."""
 
     name: str
-    base: Path  # <runtime_dir>/r<index>
+    runtime_dir: Path  # the cluster's private /tmp/drh-<random>
     cluster_key: str  # short hash of the cluster's state dir: unique host-wide names
     index: int
 
     # -- directories -----------------------------------------------------------------
+    @property
+    def base(self) -> Path:
+        return self.runtime_dir / f"r{self.index}"
+
     @property
     def socket(self) -> Path:
         return self.base / "containerd.sock"
@@ -97,9 +100,9 @@ class RealNode:
 
     @property
     def kubelet_root(self) -> Path:
-        """Shorter still than ``base``: a DaemonSet plugin's registration socket is
+        """As short as ``base``: a DaemonSet plugin's registration socket is
         ``<root>/plugins_registry/<driver>-<pod uid>-reg.sock``, and paths end at 107 bytes."""
-        return Path(tempfile.gettempdir()) / f"drh-{self.cluster_key[:8]}-{self.index}"
+        return self.runtime_dir / f"k{self.index}"
 
     @property
     def host_dirs(self) -> list[Path]:

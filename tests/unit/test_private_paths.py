@@ -1,0 +1,73 @@
+"""Host paths the harness writes as root: private /tmp directories, and look-alikes refused."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from dra_harness.local import rundir
+
+@pytest.fixture
+def short_tmp(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setattr(rundir, "SHORT_TMP", tmp_path)
+    return tmp_path
+
+
+def test_a_runtime_dir_is_fresh_private_and_found_by_its_marker_only(short_tmp, tmp_path):
+    state = tmp_path / "clusters" / "c"
+    a, b = rundir.create(state), rundir.create(state)
+    assert a != b and a.parent == short_tmp and a.name.startswith(rundir.PREFIX)
+    assert stat.S_IMODE(a.stat().st_mode) == 0o700 and a.stat().st_uid == os.geteuid()
+    assert rundir.owned_by(state) == sorted([a, b])
+    assert rundir.owned_by(tmp_path / "clusters" / "other") == []
+    # State gone, directory left: `down --all` finds the cluster by name.
+    assert rundir.orphans(tmp_path / "clusters") == ["c"]
+    state.mkdir(parents=True)
+    assert rundir.orphans(tmp_path / "clusters") == []
+
+
+def test_a_look_alike_that_is_not_private_is_refused_in_one_line_and_never_trusted(short_tmp, tmp_path):
+    state = tmp_path / "clusters" / "c"
+    planted = short_tmp / f"{rundir.PREFIX}planted"
+    planted.mkdir(mode=0o777)
+    os.chmod(planted, 0o777)  # what another user's directory would let anyone do
+    (planted / rundir.MARKER).write_text(str(state))
+    with pytest.raises(rundir.UnsafePath, match="not private") as e:
+        rundir.check_private(planted)
+    assert "\n" not in str(e.value)
+    link = short_tmp / f"{rundir.PREFIX}link"
+    link.symlink_to(rundir.create(state))
+    with pytest.raises(rundir.UnsafePath, match="not a directory"):
+        rundir.check_private(link)
+    assert planted not in rundir.owned_by(state) and link not in rundir.owned_by(state)
+    assert len(rundir.owned_by(state)) == 1  # the real one the link points at
+
+
+def test_a_fixed_name_file_is_opened_only_if_it_is_a_plain_file_of_ours(tmp_path):
+    path = tmp_path / "x.lock"
+    os.close(rundir.open_private_file(path))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    os.close(rundir.open_private_file(path))  # ours: reused
+    target = tmp_path / "victim"
+    target.write_text("keep")
+    (tmp_path / "link.lock").symlink_to(target)
+    with pytest.raises(rundir.UnsafePath, match="symbolic link"):
+        rundir.open_private_file(tmp_path / "link.lock")
+    assert target.read_text() == "keep"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_fixed_name_file_of_another_user_is_refused(tmp_path):
+    path = tmp_path / "other.lock"
+    path.write_text("")
+    os.chown(path, 65534, 65534)
+    with pytest.raises(rundir.UnsafePath, match="owner 65534"):
+        rundir.open_private_file(path)
+    other = tmp_path / f"{rundir.PREFIX}other"
+    other.mkdir(mode=0o700)
+    os.chown(other, 65534, 65534)
+    with pytest.raises(rundir.UnsafePath, match="owned by uid 65534"):
+        rundir.check_private(other)
