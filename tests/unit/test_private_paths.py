@@ -1,4 +1,4 @@
-"""Host paths the harness writes as root: private /tmp directories, and look-alikes refused."""
+"""Host paths the harness writes as root: private /tmp directories, refused look-alikes, every cgroup hierarchy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.local import rundir
+from dra_harness.local import hostplumbing, rundir
+
+# This project's machine: cgroup v1 controllers, the named systemd hierarchy, and cgroup2 at unified.
+HYBRID = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime shared:7 - cgroup cgroup rw,cpuset
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+V2_ONLY = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+
+
+def test_every_cgroup_hierarchy_the_host_mounts_is_found_unified_included():
+    found = hostplumbing.hierarchies(HYBRID)
+    assert found == [Path(f"/sys/fs/cgroup/{h}") for h in ("cpu", "cpuset", "systemd", "unified")]
+    # A v2-only host has one hierarchy, not one per top-level cgroup below it.
+    assert hostplumbing.hierarchies(V2_ONLY) == [Path("/sys/fs/cgroup")]
+
 
 @pytest.fixture
 def short_tmp(tmp_path, monkeypatch) -> Path:

@@ -171,7 +171,7 @@ def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
 
 def leftovers(runtime_dir: Path, nodes: list[RealNode]) -> list[str]:
     """Anything of the given real nodes (of the cluster with ``runtime_dir``) still on the host:
-    processes, mounts, directories, links, cgroups."""
+    processes, mounts, directories, links, and cgroups in every hierarchy the host mounts."""
     left = []
     for d in [runtime_dir] + [rn.kubelet_root for rn in nodes]:
         left += [f"mount {m}" for m in mounts_under(d)]
