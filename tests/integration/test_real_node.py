@@ -8,7 +8,6 @@ where real nodes cannot run.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import uuid
@@ -33,29 +32,17 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.kube.waits import watch_until
 from dra_harness.local import hostplumbing, realcluster
-from dra_harness.local.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
+from dra_harness.local.cluster import DRIVER_NAME
 from dra_harness.local.images import DRIVER_IMAGE, WORKLOAD_IMAGE
 from dra_harness.local.realnode import RealNode, unavailable_reason
 
+from .conftest import REAL_CLUSTER_GPUS, REAL_NODE
+
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no real nodes here: {REASON}")
-NODE = "real-node-0"
+NODE = REAL_NODE
 UNIFIED = Path("/sys/fs/cgroup/unified")  # where a hybrid (v1 + v2) host mounts cgroup2
-GPUS = 4
-
-
-@pytest.fixture(scope="module")
-def real_cluster():
-    name = f"it-real-{uuid.uuid4().hex[:6]}"
-    cluster = LocalCluster(name)
-    state = cluster.up(ClusterSpec(name=name, nodes=1, gpus_per_node=GPUS, real_nodes=1, owner_pid=os.getpid()),
-                       timeout=240)
-    print(f"real node: containerd+images {state.timings[f'{NODE}_containerd_ready']:.1f}s, "
-          f"cluster with real node Ready {state.timings['nodes_ready']:.1f}s, up {state.timings['up']:.1f}s")
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+GPUS = REAL_CLUSTER_GPUS
 
 
 @pytest.fixture
