@@ -46,10 +46,11 @@ LOOPBACK = {
 }
 #: Paths whose anonymous answers pin down the loopback column above (what a local user gets there).
 LOOPBACK_ANSWERS = {
-    "kube-apiserver": {"/healthz": "https 200", "/pods": "https 403", "/metrics": "https 403"},
+    "kube-apiserver": {"/healthz": "https 200", "/version": "https 200", "/pods": "https 403", "/metrics": "https 403"},
     "kube-controller": {"/healthz": "https 200", "/metrics": "https 403", "/configz": "https 403"},
     "kube-scheduler": {"/healthz": "https 200", "/metrics": "https 403", "/configz": "https 403"},
-    "kwok": {"/healthz": "https 200", "/debug/pprof/": "https 405", "/containerLogs/a/b/c": "https 405"},
+    "kwok": {"/healthz": "https 200", "/metrics": "https 200", "/debug/pprof/": "https 405",
+             "/containerLogs/a/b/c": "https 405"},
     "kubelet": {"/healthz": "http 200", "/pods": "http 404", "/configz": "http 404"},
     "containerd": {"/exec/x": "http 404", "/": "http 404"},
 }
