@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,22 @@ def test_a_fixed_name_file_of_another_user_is_refused(tmp_path):
     os.chown(other, 65534, 65534)
     with pytest.raises(rundir.UnsafePath, match="owned by uid 65534"):
         rundir.check_private(other)
+
+
+def test_a_run_whose_lock_file_name_is_a_planted_link_stops_in_one_line(tmp_path):
+    """--run-id makes the lock file's name predictable: a symlink planted there must not be followed."""
+    run_id = f"t{os.getpid()}-lock"
+    lock = Path(tempfile.gettempdir()) / f"dra-harness-{run_id}.cluster.lock"
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    lock.symlink_to(victim)
+    try:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              f"--run-id={run_id}", "suites/test_inventory.py"],
+                             capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+        assert out.returncode == 4, out.stdout + out.stderr
+        assert f"{lock} is a symbolic link; refusing to use it" in out.stderr
+        assert "Traceback" not in out.stderr and victim.read_text() == "keep"
+        assert lock.is_symlink()  # not ours to remove either
+    finally:
+        lock.unlink()
