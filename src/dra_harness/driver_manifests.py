@@ -60,12 +60,11 @@ def for_embedded(docs: list[dict], apiserver_port: int, devices: int) -> None:
         ]
 
 
-_RBAC = "rbac.authorization.k8s.io"
 RESOURCES = {
     "Namespace": rest.NAMESPACES,
     "ServiceAccount": rest.SERVICE_ACCOUNTS,
-    "ClusterRole": rest.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False),
-    "ClusterRoleBinding": rest.Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    "ClusterRole": rest.CLUSTER_ROLES,
+    "ClusterRoleBinding": rest.CLUSTER_ROLE_BINDINGS,
     "DaemonSet": rest.DAEMON_SETS,
 }
 

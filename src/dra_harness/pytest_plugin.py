@@ -37,6 +37,7 @@ from .kube import rest
 from .kube.client import KubeconfigError, connect
 from .kube.waits import wait_for_object
 from .labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
+from .local import rundir
 from .local.cluster import LocalCluster
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
@@ -160,6 +161,16 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
     lifetime.stopping.set()  # teardown must not wait out deadlines on a cluster that may be going away
 
 
+@contextmanager
+def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
+    with os.fdopen(rundir.open_private_file(_lock_path(run_id, kind)), "r+") as f:
+        fcntl.flock(f, operation)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
         return
@@ -213,14 +224,12 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     if opt("--cluster") == "existing":
         handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
     elif opt("--cluster") == "kind":
-        with open(_lock_path(run_id, "cluster"), "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # one process of the run creates the kind cluster
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):  # one process of the run creates the kind cluster
             handle = kind_session.open_kind(request.config, run_id)
     else:
         name = _local_name(request.config)
-        with open(_lock_path(run_id, "cluster"), "w") as f:
-            # One process of the run starts the cluster; the others wait and reuse it.
-            fcntl.flock(f, fcntl.LOCK_EX)
+        # One process of the run starts the cluster; the others wait and reuse it.
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):
             handle = open_local(
                 name,
                 run_id,
@@ -260,12 +269,8 @@ def _failed(item: pytest.Item) -> bool:
 @contextmanager
 def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
     """Tests share the cluster's devices; an ``exclusive`` test waits until it is alone."""
-    with open(_lock_path(run_id, "devices"), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with _locked(run_id, "devices", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH):
+        yield
 
 
 def _exclusive(item: pytest.Item) -> bool:

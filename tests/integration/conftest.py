@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 
 from dra_harness.components import build as builder
@@ -20,7 +23,26 @@ def small_cluster(request, binaries, tmp_path_factory):
     """A private 2-node x 2-device cluster for tests that break or tear down what they use."""
     name = f"it-{request.node.name[:20].lower().replace('_', '-')}-{id(request) % 10000}"
     cluster = LocalCluster(name)
-    cluster.up(ClusterSpec(name=name, nodes=2, gpus_per_node=2, owner_pid=__import__("os").getpid()))
+    cluster.up(ClusterSpec(name=name, nodes=2, gpus_per_node=2, owner_pid=os.getpid()))
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+REAL_NODE = "real-node-0"
+REAL_CLUSTER_GPUS = 4
+
+
+@pytest.fixture(scope="module")
+def real_cluster():
+    """A module's own cluster with one real node (the module skips where real nodes cannot run)."""
+    name = f"it-real-{uuid.uuid4().hex[:6]}"
+    cluster = LocalCluster(name)
+    spec = ClusterSpec(name=name, nodes=1, gpus_per_node=REAL_CLUSTER_GPUS, real_nodes=1, owner_pid=os.getpid())
+    state = cluster.up(spec, timeout=240)
+    print(f"real node: containerd+images {state.timings[f'{REAL_NODE}_containerd_ready']:.1f}s, "
+          f"cluster with real node Ready {state.timings['nodes_ready']:.1f}s, up {state.timings['up']:.1f}s")
     try:
         yield cluster
     finally:

@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from dra_harness.kube import builders as b
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
@@ -81,6 +83,17 @@ def test_every_listener_is_on_loopback(cluster):
     assert sockets, "the cluster's processes listen on nothing"
     exposed = [(a, p) for a, p, _ in sockets if a not in ("127.0.0.1", "::1")]
     assert not exposed, f"listening beyond loopback: {exposed}"
+
+
+def test_the_api_server_admits_no_privileged_pod(cluster, namespace):
+    privileged = b.pod("root", cluster.run_id)
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    with pytest.raises(rest.ApiError) as refused:
+        cluster.kube.create(rest.PODS, privileged, namespace)
+    assert refused.value.status == 422 and "privileged" in refused.value.message
+    # Control: the same pod without the privilege is admitted.
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": False}
+    cluster.kube.create(rest.PODS, privileged, namespace)
 
 
 def test_typed_clients_work_on_the_same_connection(cluster):

@@ -8,10 +8,10 @@ where real nodes cannot run.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -31,29 +31,18 @@ from dra_harness.incontainer import (
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.kube.waits import watch_until
-from dra_harness.local import realcluster
-from dra_harness.local.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
+from dra_harness.local import hostplumbing, realcluster
+from dra_harness.local.cluster import DRIVER_NAME
 from dra_harness.local.images import DRIVER_IMAGE, WORKLOAD_IMAGE
-from dra_harness.local.realnode import unavailable_reason
+from dra_harness.local.realnode import RealNode, unavailable_reason
+
+from .conftest import REAL_CLUSTER_GPUS, REAL_NODE
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no real nodes here: {REASON}")
-NODE = "real-node-0"
-GPUS = 4
-
-
-@pytest.fixture(scope="module")
-def real_cluster():
-    name = f"it-real-{uuid.uuid4().hex[:6]}"
-    cluster = LocalCluster(name)
-    state = cluster.up(ClusterSpec(name=name, nodes=1, gpus_per_node=GPUS, real_nodes=1, owner_pid=os.getpid()),
-                       timeout=240)
-    print(f"real node: containerd+images {state.timings[f'{NODE}_containerd_ready']:.1f}s, "
-          f"cluster with real node Ready {state.timings['nodes_ready']:.1f}s, up {state.timings['up']:.1f}s")
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+NODE = REAL_NODE
+UNIFIED = Path("/sys/fs/cgroup/unified")  # where a hybrid (v1 + v2) host mounts cgroup2
+GPUS = REAL_CLUSTER_GPUS
 
 
 @pytest.fixture
@@ -137,6 +126,11 @@ def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_clus
                 f"the process driver to publish {NODE}'s devices again", field_selector=f"spec.driver={DRIVER_NAME}")
 
 
+def _cgroups_of(rn) -> list[Path]:
+    """This cluster's cgroup roots in every hierarchy the host mounts (a hybrid host's unified one too)."""
+    return [d for h in hostplumbing.hierarchies() for d in h.glob(f"dra-harness-{rn.cluster_key}-*")]
+
+
 def test_down_leaves_no_container_mount_netns_link_or_cgroup(real_cluster):
     kube = real_cluster.kube()
     name = f"it-{uuid.uuid4().hex[:8]}"
@@ -147,16 +141,46 @@ def test_down_leaves_no_container_mount_netns_link_or_cgroup(real_cluster):
     for i in range(2):
         wait_running(kube, name, f"busy-{i}", timeout=120)
     rn = realcluster.node(real_cluster, NODE)
-    assert realcluster.leftovers(real_cluster, [rn]), "nothing running before down?"
+    runtime_dir = real_cluster.runtime_dir
+    assert realcluster.leftovers(runtime_dir, [rn]), "nothing running before down?"
+    before = _cgroups_of(rn)
+    assert {d.parent for d in before} == set(hostplumbing.hierarchies()), before
+    with_pods = [d for d in before if list(d.rglob("kubepods*"))]
+    print(f"pod cgroups before down in {len(with_pods)} of {len(before)} hierarchies")
+    # What teardown used to miss: a hybrid host's cgroup2 hierarchy holds the pods' cgroups too.
+    unified = UNIFIED / rn.cgroup_root.lstrip("/")
+    assert unified not in before or unified in with_pods, "no pod cgroups in the unified hierarchy before down?"
     netns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
     started = time.monotonic()
     real_cluster.down()
     print(f"down with a real node and 2 running pods: {time.monotonic() - started:.1f}s")
-    assert realcluster.leftovers(real_cluster, [rn]) == []
+    assert realcluster.leftovers(runtime_dir, [rn]) == []
+    assert _cgroups_of(rn) == []
     mounts = subprocess.run(["mount"], capture_output=True, text=True).stdout
-    assert str(real_cluster.runtime_dir) not in mounts
+    assert str(runtime_dir) not in mounts
     links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
     assert rn.bridge not in links and "veth" not in links.split(rn.bridge)[0] if rn.bridge in links else True
     assert set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()) <= netns_before
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(rn.socket) not in ps and str(rn.etc) not in ps
+
+
+def test_negative_control_the_leftover_check_finds_a_cgroup_left_in_any_hierarchy_and_teardown_removes_it():
+    """A node's cgroup planted (with a pod cgroup below it) in every hierarchy, cgroup2's
+    included: the leftover check names each one, and the teardown's removal leaves none."""
+    rn = RealNode("real-node-0", Path("/tmp/drh-none"), f"ctl{uuid.uuid4().hex[:7]}", 0)
+    planted = [h / rn.cgroup_root.lstrip("/") / "kubepods" for h in hostplumbing.hierarchies()]
+    try:
+        for d in planted:
+            d.mkdir(parents=True)
+        left = realcluster.leftovers(rn.runtime_dir, [rn])
+        assert sorted(left) == sorted(f"cgroup {d.parent}" for d in planted)
+        if UNIFIED in hostplumbing.hierarchies():
+            assert f"cgroup {UNIFIED}{rn.cgroup_root}" in left
+        hostplumbing.remove_cgroup_root(rn.cgroup_root)
+        assert realcluster.leftovers(rn.runtime_dir, [rn]) == [] and _cgroups_of(rn) == []
+    finally:
+        for d in planted:
+            for gone in (d, d.parent):
+                if gone.exists():
+                    gone.rmdir()

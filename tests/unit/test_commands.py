@@ -50,3 +50,27 @@ def test_the_driver_has_no_listeners_and_private_dirs():
     argv = all_argv()["driver"]
     assert "--healthcheck-port=-1" in argv and "--metrics-port=-1" in argv
     assert "--cdi-root=/tmp/x/cdi" in argv and "--node-name=gpu-node-0" in argv
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in argv if a.startswith("--"))
+
+
+def test_etcd_serves_tls_only_and_requires_a_client_certificate_of_its_own_ca():
+    flags = _flags(all_argv()["etcd"])
+    for url in ("listen-client-urls", "advertise-client-urls", "listen-peer-urls", "initial-advertise-peer-urls"):
+        assert flags[url].startswith("https://127.0.0.1:"), url
+    assert "client-cert-auth" in flags and "peer-client-cert-auth" in flags
+    assert flags["trusted-ca-file"] == flags["peer-trusted-ca-file"] == str(PATHS.pki.etcd_ca_cert)
+    assert flags["trusted-ca-file"] != str(PATHS.pki.ca_cert)
+    assert flags["listen-metrics-urls"] == ""
+
+
+def test_the_api_server_authenticates_to_etcd_and_to_kubelets_and_verifies_kubelets():
+    flags = _flags(all_argv()["kube-apiserver"])
+    assert flags["etcd-servers"].startswith("https://127.0.0.1:")
+    assert flags["etcd-cafile"] == str(PATHS.pki.etcd_ca_cert)
+    assert flags["etcd-certfile"] == str(PATHS.pki.identity(commands.APISERVER_ETCD_CLIENT).cert)
+    assert flags["kubelet-client-certificate"] == str(PATHS.pki.identity(commands.APISERVER_KUBELET_CLIENT).cert)
+    assert flags["kubelet-client-key"] == str(PATHS.pki.identity(commands.APISERVER_KUBELET_CLIENT).key)
+    assert flags["kubelet-certificate-authority"] == str(PATHS.pki.ca_cert)

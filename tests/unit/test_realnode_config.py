@@ -21,11 +21,15 @@ from dra_harness.incontainer import (
     settings,
 )
 from dra_harness.local.oci import File, Image, write_layout
+from dra_harness.local.pki import Identity
 from dra_harness.local.realnode import RealNode
 
 
+SERVING = Identity(Path("/pki/kubelet-serving.crt"), Path("/pki/kubelet-serving.key"))
+
+
 def _node(index: int = 0) -> RealNode:
-    return RealNode(f"real-node-{index}", Path(f"/tmp/dra-harness-abc/real-node-{index}"), "0123456789", index)
+    return RealNode(f"real-node-{index}", Path("/tmp/drh-abcdefgh"), "0123456789", index)
 
 
 def test_containerd_config_turns_on_cdi_in_the_nodes_own_dirs():
@@ -45,13 +49,33 @@ def test_containerd_config_turns_on_cdi_in_the_nodes_own_dirs():
 
 def test_kubelet_config_runs_on_cgroup_v1_with_cgroupfs():
     rn = _node()
-    cfg = rn.kubelet_config(Path("/ca.crt"), 10250, 10248, {"DynamicResourceAllocation": True})
+    cfg = rn.kubelet_config(Path("/ca.crt"), SERVING, 10250, 10248, {"DynamicResourceAllocation": True})
     assert cfg["failCgroupV1"] is False and cfg["cgroupDriver"] == "cgroupfs"
     assert cfg["cgroupRoot"] == rn.cgroup_root and cfg["address"] == rn.node_ip
     assert ipaddress.ip_address(rn.node_ip) in ipaddress.ip_network("198.18.0.0/15") and len(rn.host_link) <= 15
     assert cfg["containerRuntimeEndpoint"] == f"unix://{rn.socket}"
     argv = rn.kubelet_argv("/bin/kubelet", Path("/k"), {"type": "real"})
     assert f"--root-dir={rn.kubelet_root}" in argv and "--hostname-override=real-node-0" in argv
+
+
+def test_the_kubelet_refuses_anonymous_requests_and_asks_the_api_server_about_every_other():
+    cfg = _node().kubelet_config(Path("/ca.crt"), SERVING, 10250, 10248, {})
+    assert cfg["authentication"] == {
+        "anonymous": {"enabled": False}, "webhook": {"enabled": True}, "x509": {"clientCAFile": "/ca.crt"},
+    }
+    assert cfg["authorization"] == {"mode": "Webhook"}
+    assert (cfg["tlsCertFile"], cfg["tlsPrivateKeyFile"]) == (str(SERVING.cert), str(SERVING.key))
+    assert cfg["readOnlyPort"] == 0 and cfg["healthzBindAddress"] == "127.0.0.1"
+
+
+def test_every_directory_of_a_node_is_in_the_clusters_runtime_dir_and_sockets_stay_short():
+    a, b = _node(0), _node(1)
+    for d in a.host_dirs + b.host_dirs:
+        assert d.parent == a.runtime_dir
+    assert len({*a.host_dirs, *b.host_dirs}) == 4
+    # The longest socket a DaemonSet plugin gets: <root>/plugins_registry/<driver>-<pod uid>-reg.sock.
+    longest = a.kubelet_root / "plugins_registry" / f"gpu.example.com-{'0' * 8}-{'0' * 4}-{'0' * 4}-{'0' * 4}-{'0' * 12}-reg.sock"
+    assert len(str(longest)) < 108
 
 
 def test_each_node_gets_its_own_bridge_and_pod_cidr():
@@ -90,6 +114,8 @@ def test_driver_manifests_fill_every_placeholder():
     assert "${" not in json.dumps(docs)
     ds = docs[-1]["spec"]["template"]["spec"]
     assert ds["containers"][0]["image"] == "img:1" and ds["hostNetwork"] is True
+    # The embedded API server admits no privileged pod; the plugin needs no privilege.
+    assert ds["containers"][0]["securityContext"] == {"privileged": False}
     paths = {v["name"]: v["hostPath"]["path"] for v in ds["volumes"]}
     assert paths == {"plugins-registry": "/var/lib/kubelet/plugins_registry", "plugins": "/var/lib/kubelet/plugins",
                      "cdi": "/var/run/cdi"}

@@ -11,16 +11,18 @@ all of it removed by ``down``::
     logs/<proc>.log   one log per process
     pids/<proc>.pid   pid + kernel start time per process
 
-and, because unix socket paths are limited to 107 bytes, a short
-``$TMPDIR/dra-harness-<hash>/<node>/`` with each driver plugin's private registrar,
-plugin and CDI directories (also removed by ``down``).
+and, because unix socket paths are limited to 107 bytes, a short private
+``/tmp/drh-<random>/`` (``rundir``: mkdtemp, mode 0700, recorded in cluster.json) with
+``<node>/`` each driver plugin's registrar, plugin and CDI directories and ``r<i>``,
+``k<i>`` each real node's directories and kubelet root (also removed by ``down``).
 
-Everything listens on 127.0.0.1 only, on ports picked free at start.
+The control plane listens on 127.0.0.1 only, on ports picked free at start; etcd
+requires a client certificate of its own CA. A real node's kubelet listens on its node
+IP and requires a client certificate of the cluster CA or a token (tests/integration/test_sockets.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,7 +30,6 @@ import signal
 import socket
 import ssl
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -45,13 +46,15 @@ from ..kube.client import connect
 from ..kube.rest import Kube
 from ..labels import DISRUPTABLE_LABEL
 from ..lifetime import alive
-from . import commands, realcluster
-from .pki import PKI
+from . import commands, realcluster, rundir
+from .pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from .processes import Supervisor, strays
 from .state import DEFAULT_NAME, ClusterSpec, ClusterState
 
 DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
+#: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 
 class ClusterError(RuntimeError):
@@ -131,16 +134,14 @@ class LocalCluster:
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
         ports = _free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
-        state = ClusterState(spec=spec, ports=ports, binaries=bins)
+        state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(rundir.create(self.state_dir)))
         self._save(state)
         if spec.owner_pid:
             self._start_watchdog(spec.owner_pid)
 
         say("issuing certificates")
         pki = PKI(self.state_dir / "pki")
-        pki.create()
-        pki.issue("apiserver", "kube-apiserver", server=True)
-        admin = pki.issue("admin", "dra-harness-admin", ("system:masters",))
+        admin = _issue_certificates(pki)
         pki.kubeconfig(self.kubeconfig, state.server, admin, cluster=self.name, user="admin")
         deadline = time.monotonic() + timeout
 
@@ -156,6 +157,7 @@ class LocalCluster:
             self._start_control_plane_component(component, state)
         self._create_nodes(kube, spec)
         self._create_device_class(kube)
+        self._grant_kubelet_api(kube)
         say(f"starting {spec.nodes} example-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
@@ -185,9 +187,20 @@ class LocalCluster:
     # -- provider actions --------------------------------------------------------
     @property
     def runtime_dir(self) -> Path:
-        """Short per-cluster directory for unix sockets (whose paths may not exceed 107 bytes)."""
-        digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:10]
-        return Path(tempfile.gettempdir()) / f"dra-harness-{digest}"
+        """The cluster's private short directory for unix sockets (whose paths may not exceed 107 bytes)."""
+        st = self.state()
+        if st is None or not st.runtime_dir:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        path = Path(st.runtime_dir)
+        rundir.check_private(path)
+        return path
+
+    def runtime_dirs(self) -> list[Path]:
+        """Every runtime directory of this cluster: the recorded one and any its marker names
+        (a run killed before ``cluster.json`` was written, or after it was removed)."""
+        st = self.state()
+        recorded = [Path(st.runtime_dir)] if st and st.runtime_dir else []
+        return sorted(set(recorded) | set(rundir.owned_by(self.state_dir)))
 
     def driver_dirs(self, node: str) -> dict[str, Path]:
         """The plugin's registrar, plugin and CDI dirs: private ones on a KWOK node, the
@@ -247,6 +260,15 @@ class LocalCluster:
         kube.create(rest.DEVICE_CLASSES, {
             "metadata": {"name": DRIVER_NAME},
             "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]},
+        })
+
+    def _grant_kubelet_api(self, kube: Kube) -> None:
+        # Kubelets authorize every request through the API server (Webhook): the API server's own
+        # client certificate needs the kubelet API (logs, exec) like kubeadm grants it.
+        kube.create(rest.CLUSTER_ROLE_BINDINGS, {
+            "metadata": {"name": "dra-harness:kube-apiserver-kubelet-client"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}],
         })
 
     # -- readiness ---------------------------------------------------------------
@@ -336,16 +358,17 @@ class LocalCluster:
     # -- down / status -------------------------------------------------------------
     def down(self) -> None:
         """Stop every process (drivers first, etcd last) and remove the state and socket directories."""
-        if not self.state_dir.exists():
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
-            return
-        realcluster.teardown(self)
-        names = [t.name for t in self.supervisor.tracked()]
-        order = [n for n in names if n.startswith("driver-")] + [
-            "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd",
-        ]
-        self.supervisor.stop_all(order=order, grace=5.0)
-        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        runtime_dirs = self.runtime_dirs()
+        for d in runtime_dirs:
+            realcluster.teardown(self, d)
+        if self.state_dir.exists():
+            names = [t.name for t in self.supervisor.tracked()]
+            order = [n for n in names if n.startswith("driver-")] + [
+                "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd",
+            ]
+            self.supervisor.stop_all(order=order, grace=5.0)
+        for d in runtime_dirs:
+            shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def status(self) -> dict:
@@ -365,7 +388,22 @@ class LocalCluster:
         }
 
     def pids(self) -> list[int]:
-        return [t.pid for t in self.supervisor.tracked() if t.alive()] + strays(self.state_dir)
+        """Live processes of the cluster: tracked ones, and any naming its state or runtime dirs (shims)."""
+        found = [t.pid for t in self.supervisor.tracked() if t.alive()] + strays(self.state_dir)
+        for d in self.runtime_dirs():
+            found += strays(d)
+        return sorted(set(found))
+
+
+def _issue_certificates(pki: PKI) -> Identity:
+    """The CAs and every control-plane certificate; returns the admin's identity."""
+    pki.create()
+    pki.issue(commands.APISERVER_SERVING, "kube-apiserver", hosts=APISERVER_HOSTS, client=False)
+    # etcd's certificate serves clients and, being its own peer, authenticates to itself.
+    pki.issue(commands.ETCD_SERVING, "etcd", hosts=("127.0.0.1", "localhost"), authority=ETCD_CA)
+    pki.issue(commands.APISERVER_ETCD_CLIENT, "kube-apiserver-etcd-client", authority=ETCD_CA)
+    pki.issue(commands.APISERVER_KUBELET_CLIENT, KUBELET_CLIENT_USER)
+    return pki.issue("admin", "dra-harness-admin", ("system:masters",))
 
 
 def _node_ready(node: dict) -> bool:
@@ -375,10 +413,10 @@ def _node_ready(node: dict) -> bool:
 
 
 def all_clusters() -> list[LocalCluster]:
+    """Every cluster with state under :func:`clusters_root`, and any whose state is gone but not its runtime dir."""
     root = clusters_root()
-    if not root.is_dir():
-        return []
-    return [LocalCluster(p.name) for p in sorted(root.iterdir()) if p.is_dir()]
+    names = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+    return [LocalCluster(n) for n in sorted(names | set(rundir.orphans(root)))]
 
 
 def owner_alive(cluster: LocalCluster) -> bool:

@@ -25,17 +25,36 @@ class Paths:
     pki: PKI
 
 
+#: Certificates the processes present (issued by ``cluster._issue_certificates``).
+ETCD_SERVING = "etcd"
+APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
+APISERVER_SERVING = "apiserver"
+APISERVER_KUBELET_CLIENT = "apiserver-kubelet-client"
+
+
 def etcd(st: ClusterState, paths: Paths) -> list[str]:
+    """etcd on loopback, TLS on both listeners, and a client certificate from the etcd CA required
+    (the etcd CA signs only etcd and the API server's client: any other local user is refused)."""
     c, p = st.ports["etcd"], st.ports["etcd_peer"]
+    serving, ca = paths.pki.identity(ETCD_SERVING), paths.pki.etcd_ca_cert
     return [
         st.binaries["etcd"],
         "--name=node0",
         f"--data-dir={paths.state_dir / 'etcd'}",
-        f"--listen-client-urls=http://127.0.0.1:{c}",
-        f"--advertise-client-urls=http://127.0.0.1:{c}",
-        f"--listen-peer-urls=http://127.0.0.1:{p}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{p}",
-        f"--initial-cluster=node0=http://127.0.0.1:{p}",
+        f"--listen-client-urls=https://127.0.0.1:{c}",
+        f"--advertise-client-urls=https://127.0.0.1:{c}",
+        f"--cert-file={serving.cert}",
+        f"--key-file={serving.key}",
+        f"--trusted-ca-file={ca}",
+        "--client-cert-auth",
+        # One member has no peers, but etcd listens on its peer URL all the same.
+        f"--listen-peer-urls=https://127.0.0.1:{p}",
+        f"--initial-advertise-peer-urls=https://127.0.0.1:{p}",
+        f"--initial-cluster=node0=https://127.0.0.1:{p}",
+        f"--peer-cert-file={serving.cert}",
+        f"--peer-key-file={serving.key}",
+        f"--peer-trusted-ca-file={ca}",
+        "--peer-client-cert-auth",
         "--listen-metrics-urls=",
         "--auto-compaction-retention=1",
         "--quota-backend-bytes=4294967296",
@@ -47,10 +66,14 @@ def etcd(st: ClusterState, paths: Paths) -> list[str]:
 
 def apiserver(st: ClusterState, paths: Paths) -> list[str]:
     v, pki = st.spec.k8s_version, paths.pki
-    serving = pki.identity("apiserver")
+    serving, etcd_client = pki.identity(APISERVER_SERVING), pki.identity(APISERVER_ETCD_CLIENT)
+    kubelet_client = pki.identity(APISERVER_KUBELET_CLIENT)
     argv = [
         st.binaries["kube-apiserver"],
-        f"--etcd-servers=http://127.0.0.1:{st.ports['etcd']}",
+        f"--etcd-servers=https://127.0.0.1:{st.ports['etcd']}",
+        f"--etcd-cafile={pki.etcd_ca_cert}",
+        f"--etcd-certfile={etcd_client.cert}",
+        f"--etcd-keyfile={etcd_client.key}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
         f"--secure-port={st.ports['apiserver']}",
@@ -67,9 +90,15 @@ def apiserver(st: ClusterState, paths: Paths) -> list[str]:
         "--storage-media-type=application/vnd.kubernetes.protobuf",
         # No kube-proxy or real endpoints: the kubernetes Service needs no reconciler.
         "--endpoint-reconciler-type=none",
-        "--allow-privileged=true",
+        # No privileged pods: no suite or driver manifest needs one, and one would be root on the host.
+        "--allow-privileged=false",
         # Real nodes' names do not resolve; their InternalIP does (logs, exec).
         "--kubelet-preferred-address-types=InternalIP",
+        # Kubelets accept no anonymous request: the API server presents a certificate (granted the
+        # kubelet API through RBAC) and checks theirs, issued by the cluster CA for the node's IP.
+        f"--kubelet-client-certificate={kubelet_client.cert}",
+        f"--kubelet-client-key={kubelet_client.key}",
+        f"--kubelet-certificate-authority={pki.ca_cert}",
         f"--feature-gates={gates.feature_gates_flag(v)}",
     ]
     runtime_config = gates.runtime_config_flag(v)

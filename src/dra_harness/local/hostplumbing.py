@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-CGROUP_V1 = Path("/sys/fs/cgroup")
+MOUNTINFO = Path("/proc/self/mountinfo")
 
 
 class HostError(RuntimeError):
@@ -20,13 +20,21 @@ class HostError(RuntimeError):
 
 
 # -- cgroups -------------------------------------------------------------------------
-def hierarchies() -> list[Path]:
-    return [p for p in sorted(CGROUP_V1.iterdir()) if p.is_dir() and (p / "cgroup.procs").exists()
-            and p.name != "unified"]
+def hierarchies(mountinfo: str | None = None) -> list[Path]:
+    """Every cgroup hierarchy the host mounts: v1 controllers, named v1 hierarchies (systemd) and
+    cgroup2, which a hybrid host mounts at ``/sys/fs/cgroup/unified`` and where runc and the
+    kubelet create a node's cgroups too, so teardown must look there as well."""
+    text = MOUNTINFO.read_text() if mountinfo is None else mountinfo
+    found = set()
+    for line in text.splitlines():
+        fields, _, after = line.partition(" - ")
+        if after.split()[:1] in (["cgroup"], ["cgroup2"]):
+            found.add(Path(_mount_point(fields)))
+    return sorted(found)
 
 
 def make_cgroup_root(path: str) -> None:
-    """Create the node's cgroup root in every v1 hierarchy (kubelet requires it to exist)."""
+    """Create the node's cgroup root in every hierarchy (kubelet requires it in each v1 controller)."""
     for h in hierarchies():
         d = h / path.lstrip("/")
         d.mkdir(exist_ok=True)
@@ -91,11 +99,16 @@ def mounts_under(prefix: Path) -> list[str]:
     """Mount points at or below ``prefix`` (from /proc/self/mountinfo), deepest first."""
     found = []
     needle = str(prefix).rstrip("/")
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].encode().decode("unicode_escape")
+    for line in MOUNTINFO.read_text().splitlines():
+        point = _mount_point(line)
         if point == needle or point.startswith(needle + "/"):
             found.append(point)
     return sorted(set(found), key=lambda p: -p.count("/"))
+
+
+def _mount_point(line: str) -> str:
+    # The fifth field of a mountinfo line, with the kernel's octal escapes (\040 for a space) undone.
+    return line.split()[4].encode().decode("unicode_escape")
 
 
 def unmount_all(prefix: Path) -> list[str]:

@@ -1,9 +1,13 @@
 """Certificates and kubeconfigs for the embedded control plane.
 
-A CA, one serving certificate for kube-apiserver (loopback SANs only), one client
-certificate per identity, and the service-account signing key. Everything is
-written with mode 0600 inside the cluster's state directory, which ``cluster down``
-removes; no key ever leaves it (reports record paths, never contents).
+Two CAs: the cluster CA (API server, kubelets and every client of theirs) and an etcd
+CA that signs only etcd's own certificate and the API server's etcd client
+certificate, so that no kubelet or admin certificate opens etcd (as kubeadm does).
+Serving certificates name exactly the addresses they are reached at (loopback for the
+control plane, a real node's IP for its kubelet); client certificates name a user
+and groups. Everything is written with mode 0600 inside the cluster's state
+directory, which ``cluster down`` removes; no key ever leaves it (reports record
+paths, never contents).
 """
 
 from __future__ import annotations
@@ -57,10 +61,23 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+#: Where the API server is reached: loopback, and its Service's names and cluster IP (for pods).
+APISERVER_HOSTS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "127.0.0.1", "10.0.0.1")
+CLUSTER_CA = "ca"
+ETCD_CA = "etcd-ca"
+
+
 @dataclass(frozen=True)
 class Identity:
     cert: Path
     key: Path
+
+
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
 
 
 class PKI:
@@ -68,28 +85,16 @@ class PKI:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.ca_cert = root / "ca.crt"
-        self.ca_key_path = root / "ca.key"
+        self.ca_cert = root / f"{CLUSTER_CA}.crt"
+        self.ca_key_path = root / f"{CLUSTER_CA}.key"
+        self.etcd_ca_cert = root / f"{ETCD_CA}.crt"
         self.sa_key = root / "sa.key"
         self.sa_pub = root / "sa.pub"
+        self._cas: dict[str, tuple[x509.Certificate, ec.EllipticCurvePrivateKey]] = {}
 
     def create(self) -> None:
-        self._ca_key = _key()
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-harness-ca")])
-        self._ca = (
-            _certificate(name, name, self._ca_key, ca=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                    key_encipherment=False, data_encipherment=False, key_agreement=False,
-                    encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._ca_key, hashes.SHA256())
-        )
-        _write(self.ca_cert, self._ca.public_bytes(serialization.Encoding.PEM))
-        _write(self.ca_key_path, _key_pem(self._ca_key))
+        for authority, common_name in ((CLUSTER_CA, "dra-harness-ca"), (ETCD_CA, "dra-harness-etcd-ca")):
+            self._cas[authority] = self._new_ca(authority, common_name)
         sa = _key()
         _write(self.sa_key, _key_pem(sa))
         _write(
@@ -99,40 +104,50 @@ class PKI:
             ),
         )
 
+    def _new_ca(self, authority: str, common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        key = _key()
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        cert = (
+            _certificate(name, name, key, ca=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                    key_encipherment=False, data_encipherment=False, key_agreement=False,
+                    encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(key, hashes.SHA256())
+        )
+        _write(self.root / f"{authority}.crt", cert.public_bytes(serialization.Encoding.PEM))
+        _write(self.root / f"{authority}.key", _key_pem(key))
+        return cert, key
+
     def issue(
         self,
         name: str,
         common_name: str,
         organizations: tuple[str, ...] = (),
-        server: bool = False,
+        *,
+        hosts: tuple[str, ...] = (),
+        client: bool = True,
+        authority: str = CLUSTER_CA,
     ) -> Identity:
+        """A certificate signed by ``authority``: for serving ``hosts`` (IPs or DNS names) when
+        given, for client authentication as ``common_name``/``organizations`` when ``client``."""
+        ca, ca_key = self._cas[authority]
         key = _key()
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        builder = (
-            _certificate(x509.Name(attrs), self._ca.subject, key, ca=False)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if hosts else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        if not usages:
+            raise ValueError(f"certificate {name!r} would be good for nothing: no hosts and no client use")
+        builder = _certificate(x509.Name(attrs), ca.subject, key, ca=False).add_extension(
+            x509.ExtendedKeyUsage(usages), critical=False
         )
-        if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName("localhost"),
-                        x509.DNSName("kubernetes"),
-                        x509.DNSName("kubernetes.default"),
-                        x509.DNSName("kubernetes.default.svc"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )
-        cert = builder.sign(self._ca_key, hashes.SHA256())
+        if hosts:
+            builder = builder.add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
         identity = self.identity(name)
         _write(identity.cert, cert.public_bytes(serialization.Encoding.PEM))
         _write(identity.key, _key_pem(key))

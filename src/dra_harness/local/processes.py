@@ -12,6 +12,7 @@ when a pid file was never written.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import subprocess
@@ -183,10 +184,16 @@ def _ancestors() -> set[int]:
 
 
 def listening_sockets(pids: list[int]) -> list[tuple[str, int, int]]:
-    """``(address, port, pid)`` of every TCP socket in LISTEN state owned by ``pids``."""
+    """``(address, port, pid)`` of every TCP socket in LISTEN state owned by ``pids``.
+
+    Each process's own network namespace is read (``/proc/<pid>/net/tcp``), so a listener in
+    a pod's namespace counts as well as one in the host's.
+    """
     inodes: dict[str, int] = {}
+    tables: dict[str, int] = {}  # one pid per network namespace: its tables list that namespace's sockets
     for pid in pids:
         try:
+            tables.setdefault(os.readlink(f"/proc/{pid}/ns/net"), pid)
             for fd in Path(f"/proc/{pid}/fd").iterdir():
                 try:
                     target = os.readlink(fd)
@@ -197,23 +204,29 @@ def listening_sockets(pids: list[int]) -> list[tuple[str, int, int]]:
         except OSError:
             continue
     found = []
-    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if cols[3] != "0A" or cols[9] not in inodes:  # 0A = LISTEN
+    for pid in tables.values():
+        for name, v6 in (("tcp", False), ("tcp6", True)):
+            try:
+                text = Path(f"/proc/{pid}/net/{name}").read_text()
+            except OSError:
                 continue
-            addr_hex, port_hex = cols[1].split(":")
-            found.append((_address(addr_hex, v6), int(port_hex, 16), inodes[cols[9]]))
+            found += [(addr, port, inodes[inode]) for addr, port, inode in parse_tcp_listeners(text, v6) if inode in inodes]
+    return found
+
+
+def parse_tcp_listeners(table: str, v6: bool) -> list[tuple[str, int, str]]:
+    """``(address, port, socket inode)`` of the LISTEN rows of a ``/proc/net/tcp`` or ``tcp6`` table."""
+    found = []
+    for line in table.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 10 or cols[3] != "0A":  # 0A = LISTEN
+            continue
+        addr_hex, port_hex = cols[1].split(":")
+        found.append((_address(addr_hex, v6), int(port_hex, 16), cols[9]))
     return found
 
 
 def _address(hex_addr: str, v6: bool) -> str:
-    import ipaddress
-
     raw = bytes.fromhex(hex_addr)
     # /proc stores each 32-bit word in host (little-endian) order.
     words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))

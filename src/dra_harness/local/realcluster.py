@@ -44,10 +44,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def node(cluster: LocalCluster, name: str) -> RealNode:
+def node(cluster: LocalCluster, name: str, runtime_dir: Path | None = None) -> RealNode:
+    """Real node ``name`` of ``cluster``, its directories in the cluster's (or the given) runtime dir."""
     index = int(name.rsplit("-", 1)[1])
-    # Short: a DaemonSet plugin's socket is <kubelet root>/plugins/<driver>/dra-<pod uid>.sock (107-byte limit).
-    return RealNode(name, cluster.runtime_dir / f"r{index}", node_key(cluster.state_dir), index)
+    return RealNode(name, runtime_dir or cluster.runtime_dir, node_key(cluster.state_dir), index)
 
 
 def _gates_dict(version: str) -> dict[str, bool]:
@@ -67,7 +67,10 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         rn = node(cluster, name)
         t0 = time.monotonic()
         say(f"starting containerd on {name}")
-        rn.write_configs(images.pause_image().name, pki.ca_cert, _free_port(), _free_port(), _gates_dict(st.spec.k8s_version))
+        serving = pki.issue(f"kubelet-{name}-serving", f"system:node:{name}", ("system:nodes",),
+                            hosts=(rn.node_ip, name), client=False)
+        rn.write_configs(images.pause_image().name, pki.ca_cert, serving, _free_port(), _free_port(),
+                         _gates_dict(st.spec.k8s_version))
         make_cgroup_root(rn.cgroup_root)
         add_host_link(rn.host_link, rn.node_ip)
         cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)
@@ -125,21 +128,21 @@ def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: flo
     raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}")
 
 
-def real_node_dirs(cluster: LocalCluster) -> list[RealNode]:
+def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:
     """Real nodes found on disk (works without cluster.json, e.g. after a killed run)."""
-    if not cluster.runtime_dir.is_dir():
+    if not runtime_dir.is_dir():
         return []
-    return [node(cluster, f"real-node-{d.name[1:]}") for d in sorted(cluster.runtime_dir.iterdir())
+    return [node(cluster, f"real-node-{d.name[1:]}", runtime_dir) for d in sorted(runtime_dir.iterdir())
             if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
 
 
-def teardown(cluster: LocalCluster) -> dict[str, list]:
+def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
     """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
 
     Returns what had to be removed by force (for the record; normally containers only).
     """
     removed: dict[str, list] = {"killed": [], "unmounted": [], "links": []}
-    for rn in real_node_dirs(cluster):
+    for rn in real_node_dirs(cluster, runtime_dir):
         # The kubelet first, or it restarts what we kill; the driver with it.
         cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
         cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
@@ -166,10 +169,11 @@ def teardown(cluster: LocalCluster) -> dict[str, list]:
     return removed
 
 
-def leftovers(cluster: LocalCluster, nodes: list[RealNode]) -> list[str]:
-    """Anything of the given real nodes still on the host: processes, mounts, directories, links, cgroups."""
+def leftovers(runtime_dir: Path, nodes: list[RealNode]) -> list[str]:
+    """Anything of the given real nodes (of the cluster with ``runtime_dir``) still on the host:
+    processes, mounts, directories, links, and cgroups in every hierarchy the host mounts."""
     left = []
-    for d in [cluster.runtime_dir] + [rn.kubelet_root for rn in nodes]:
+    for d in [runtime_dir] + [rn.kubelet_root for rn in nodes]:
         left += [f"mount {m}" for m in mounts_under(d)]
         left += [f"process {p}" for p in strays(d)]
         left += [f"directory {d}"] if d.exists() else []
@@ -178,5 +182,5 @@ def leftovers(cluster: LocalCluster, nodes: list[RealNode]) -> list[str]:
         root = rn.cgroup_root.lstrip("/")
         left += [f"cgroup {h / root}" for h in hierarchies() if (h / root).exists()]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    left += [f"netns {line}" for line in netns.splitlines() if str(cluster.runtime_dir) in line]
+    left += [f"netns {line}" for line in netns.splitlines() if str(runtime_dir) in line]
     return left

@@ -5,11 +5,11 @@ sees (``GPU_DEVICE_*`` injected through CDI by the example driver) and what happ
 to running containers when a driver restarts or a node drains cannot be observed.
 A real node is the same shape as a kind node.
 
-Everything of one node lives under its own short directory
-(``<runtime_dir>/r<index>/``, short because of the 107-byte unix-socket limit):
-containerd's root, state and socket; runc's state; CNI config and IPAM data;
-kubelet's root (plugins and plugins_registry, where the driver registers);
-CDI specs; pod logs. Network namespaces are mounted under containerd's state dir
+Everything of one node lives in the cluster's private runtime directory (``rundir``:
+``/tmp/drh-<random>``, mode 0700, short because of the 107-byte unix-socket limit):
+``r<index>/`` containerd's root, state and socket, runc's state, CNI config and IPAM
+data, CDI specs, pod logs; ``k<index>/`` the kubelet's root (plugins and
+plugins_registry, where the driver registers). Network namespaces are mounted under containerd's state dir
 (``netns_mounts_under_state_dir``), pods' cgroups under a cgroup root of the node's
 own, so :func:`teardown` can find and remove every trace of the node without
 touching anything else on the host.
@@ -22,13 +22,13 @@ import ipaddress
 import json
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from .. import prereqs
+from .pki import Identity
 
 #: Debian packages a real node needs (runc, CNI plugins, busybox for the workload image).
 PACKAGES = ["runc", "containernetworking-plugins", "busybox-static", "iproute2"]
@@ -77,11 +77,15 @@ class RealNode:
     """One real node's names, directories and configuration files (pure; nothing started)."""
 
     name: str
-    base: Path  # <runtime_dir>/r<index>
+    runtime_dir: Path  # the cluster's private /tmp/drh-<random>
     cluster_key: str  # short hash of the cluster's state dir: unique host-wide names
     index: int
 
     # -- directories -----------------------------------------------------------------
+    @property
+    def base(self) -> Path:
+        return self.runtime_dir / f"r{self.index}"
+
     @property
     def socket(self) -> Path:
         return self.base / "containerd.sock"
@@ -96,9 +100,9 @@ class RealNode:
 
     @property
     def kubelet_root(self) -> Path:
-        """Shorter still than ``base``: a DaemonSet plugin's registration socket is
+        """As short as ``base``: a DaemonSet plugin's registration socket is
         ``<root>/plugins_registry/<driver>-<pod uid>-reg.sock``, and paths end at 107 bytes."""
-        return Path(tempfile.gettempdir()) / f"drh-{self.cluster_key[:8]}-{self.index}"
+        return self.runtime_dir / f"k{self.index}"
 
     @property
     def host_dirs(self) -> list[Path]:
@@ -220,23 +224,29 @@ class RealNode:
             ],
         }
 
-    def kubelet_config(self, ca_cert: Path, port: int, healthz_port: int, feature_gates: dict[str, bool]) -> dict:
+    def kubelet_config(self, ca_cert: Path, serving: Identity, port: int, healthz_port: int,
+                       feature_gates: dict[str, bool]) -> dict:
         return {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            # The API server reaches the kubelet (logs, exec) at the node's InternalIP.
+            # The API server reaches the kubelet (logs, exec) at the node's InternalIP, which any
+            # local user can reach too: nothing is served there without a client certificate of
+            # the cluster CA (or a token), and each request is authorized by the API server.
             "address": self.node_ip,
             "port": port,
             "readOnlyPort": 0,
+            # Serving certificate of the cluster CA for the node's IP: the API server verifies it.
+            "tlsCertFile": str(serving.cert),
+            "tlsPrivateKeyFile": str(serving.key),
+            # Plain HTTP, /healthz only, loopback only.
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": healthz_port,
-            # The API server reaches the kubelet (logs, exec) without a client certificate.
             "authentication": {
-                "anonymous": {"enabled": True},
-                "webhook": {"enabled": False},
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
                 "x509": {"clientCAFile": str(ca_cert)},
             },
-            "authorization": {"mode": "AlwaysAllow"},
+            "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "cgroupsPerQOS": True,
@@ -263,14 +273,14 @@ class RealNode:
             "featureGates": feature_gates,
         }
 
-    def write_configs(self, pause_image: str, ca_cert: Path, port: int, healthz_port: int,
+    def write_configs(self, pause_image: str, ca_cert: Path, serving: Identity, port: int, healthz_port: int,
                       feature_gates: dict[str, bool]) -> None:
         for d in (self.etc / "cni", self.cdi_dir, *self.driver_dirs.values(), self.base / "pod-logs"):
             d.mkdir(parents=True, exist_ok=True)
         (self.etc / "containerd.toml").write_text(self.containerd_config(pause_image))
         (self.etc / "cni" / "10-dra-harness.conflist").write_text(json.dumps(self.cni_config(), indent=2))
         (self.etc / "kubelet.yaml").write_text(
-            yaml.safe_dump(self.kubelet_config(ca_cert, port, healthz_port, feature_gates))
+            yaml.safe_dump(self.kubelet_config(ca_cert, serving, port, healthz_port, feature_gates))
         )
 
     def containerd_argv(self, containerd: str) -> list[str]:
