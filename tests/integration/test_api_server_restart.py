@@ -8,8 +8,12 @@ bare watch, the thing waits are built on, does break on the same restart.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.waits import WaitTimeout, wait_for_object
 
 pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _configmap(kube: rest.Kube, data: dict[str, str]) -> None:
@@ -108,3 +113,57 @@ def test_a_bare_watch_breaks_when_the_api_server_is_killed(small_cluster):
     small_cluster.restart_component("kube-apiserver", kill=True, down_for=5.0)
     watcher.join(timeout=60)
     assert broke.get("ended") and isinstance(broke.get("error"), rest.Unreachable), broke
+
+
+#: Loaded into the suite's pytest with -p: the first wait of the test itself (not the namespace's
+#: ServiceAccount wait) kills the API server, which comes back 3 s later, while that wait runs.
+RESTART_PLUGIN = '''
+import os, threading, time
+from dra_harness.kube import rest, waits
+from dra_harness.local.cluster import LocalCluster
+
+_real, _fired = waits.watch_until, []
+
+
+def watch_until(kube, res, *args, **kwargs):
+    if not _fired and res is not rest.SERVICE_ACCOUNTS:
+        _fired.append(time.monotonic())
+        cluster = LocalCluster(os.environ["RESTART_CLUSTER"])
+        threading.Thread(target=cluster.restart_component, args=("kube-apiserver",),
+                         kwargs={"kill": True, "down_for": 3.0}).start()
+        time.sleep(0.3)  # the server is going down as the wait starts
+    return _real(kube, res, *args, **kwargs)
+
+
+waits.watch_until = watch_until
+if os.environ.get("RESTART_NO_RECONNECT"):  # the negative control: waits as they were, giving up at once
+    waits._transient = lambda error: False
+'''
+
+
+def _suite_across_a_restart(cluster, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, float, bool]:
+    (tmp_path / "restart_plugin.py").write_text(RESTART_PLUGIN)
+    before = cluster.supervisor.get("kube-apiserver").pid
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/test_allocation.py", "-k", "claim_template_get_distinct",
+         "-p", "restart_plugin", "--cluster=local", f"--cluster-name={cluster.name}", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "RESTART_CLUSTER": cluster.name, **env})
+    after = cluster.supervisor.get("kube-apiserver")
+    return out, time.monotonic() - started, after.pid != before and after.alive()
+
+
+def test_a_suite_whose_wait_spans_an_api_server_restart_passes(small_cluster, tmp_path):
+    """The acceptance case: kube-apiserver killed and restarted while a suite test waits; no false verdict."""
+    out, took, restarted = _suite_across_a_restart(small_cluster, tmp_path)
+    assert restarted, "the API server was not restarted during the suite"
+    assert out.returncode == 0 and "1 passed" in out.stdout, (out.stdout + out.stderr)[-3000:]
+    print(f"suite test across an API server restart: {took:.1f}s")
+
+
+def test_without_reconnects_the_same_restart_fails_the_suite(small_cluster, tmp_path):
+    """Negative control: with waits that give up on an unreachable server, the same restart is a false FAIL."""
+    out, _, restarted = _suite_across_a_restart(small_cluster, tmp_path, RESTART_NO_RECONNECT="1")
+    assert restarted
+    assert out.returncode == 1 and "1 failed" in out.stdout and "unreachable" in out.stdout, out.stdout[-3000:]
