@@ -9,7 +9,7 @@ import pytest
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
-from dra_harness.local.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
 
 
 @pytest.fixture(scope="session")

@@ -120,7 +120,7 @@ def test_a_bare_watch_breaks_when_the_api_server_is_killed(small_cluster):
 RESTART_PLUGIN = '''
 import os, threading, time
 from dra_harness.kube import rest, waits
-from dra_harness.local.cluster import LocalCluster
+from dra_harness.providers.embedded.cluster import LocalCluster
 
 _real, _fired = waits.watch_until, []
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-CLI = [sys.executable, "-m", "dra_harness.cli"]
+CLI = [sys.executable, "-m", "dra_harness.cli.app"]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 
 import pytest
 
-from dra_harness.cluster_lock import EXCLUSIVE, LEASES, ClusterLock, expired
+from dra_harness.providers.lock import EXCLUSIVE, LEASES, ClusterLock, expired
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
 

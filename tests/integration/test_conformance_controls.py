@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from dra_harness.cluster_handle import ClusterHandle, local_hardware
-from dra_harness.diagnose import diagnose
+from dra_harness.providers.handle import ClusterHandle, local_hardware
+from dra_harness.checks.diagnose import diagnose
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
@@ -25,7 +25,7 @@ from dra_harness.kube.pods import (
     wait_unschedulable,
 )
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
-from dra_harness.profiles import by_name
+from dra_harness.providers.profiles import by_name
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_dia
     assert "0 free" in by_pod["starved"].message and "controls/hog-0-gpu-" in by_pod["starved"].message
     assert by_pod["starved"].details["matching"] == total
 
-    cli = subprocess.run([sys.executable, "-m", "dra_harness.cli", "diagnose", "-n", ns, f"--kubeconfig={handle.kubeconfig}"],
+    cli = subprocess.run([sys.executable, "-m", "dra_harness.cli.app", "diagnose", "-n", ns, f"--kubeconfig={handle.kubeconfig}"],
                          capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     lines = sorted(cli.stdout.splitlines())
@@ -117,7 +117,7 @@ def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(
         "    wait_running(cluster.kube, namespace, 'stuck', timeout=3)\n"
     )
     report = tmp_path / "report"
-    out = run_suite(handle.local, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.", "-p", "dra_harness.pytest_plugin")
+    out = run_suite(handle.local, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.")
     assert out.returncode == 1, out.stdout[-2000:]
     assert "timed out after 3s waiting for pod" in out.stdout, out.stdout[-3000:]
     dumps = list((report / "failures").glob("*.json"))

@@ -19,11 +19,11 @@ import time
 
 import pytest
 
-from dra_harness.cluster_handle import ClusterHandle, local_hardware
-from dra_harness.disruption import DisruptionRefused, Disruptor
+from dra_harness.providers.handle import ClusterHandle, local_hardware
+from dra_harness.checks.disruption import DisruptionRefused, Disruptor
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
-from dra_harness.profiles import by_name
+from dra_harness.providers.profiles import by_name
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess:

@@ -16,8 +16,8 @@ from dra_harness.kube.pods import (
     pod_claims,
     wait_running,
 )
-from dra_harness.local import gates
-from dra_harness.local.processes import listening_sockets
+from dra_harness.providers.embedded import gates
+from dra_harness.providers.embedded.processes import listening_sockets
 
 
 def kubectl(cluster, *args: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.components import catalog
-from dra_harness.kind import config as kind_config
+from dra_harness.providers.kind import config as kind_config
 
 PROGRAM = """package main
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_harness.cluster_handle import open_existing
+from dra_harness.providers.handle import open_existing
 from dra_harness.components import catalog
-from dra_harness.kind import provider
+from dra_harness.providers.kind import provider
 from dra_harness.kube import rest
 
 DOCKER = r'''#!/bin/sh

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dra_harness.kube import rest
-from dra_harness.local.cluster import DRIVER_NAME
+from dra_harness.providers.embedded.cluster import DRIVER_NAME
 
 
 def run_inventory(cluster, tmp_path) -> subprocess.CompletedProcess:

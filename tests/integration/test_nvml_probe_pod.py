@@ -7,7 +7,7 @@ claim allocated, and that the allocated device's ``uuid`` is read from the real 
 
 from __future__ import annotations
 
-from dra_harness import nvml_probe
+from dra_harness.checks import nvml_probe
 from dra_harness.kube import rest
 from dra_harness.kube.pods import pod_claims, wait_running
 

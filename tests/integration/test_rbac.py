@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_harness.cluster_handle import grant_namespace_role
-from dra_harness.kind.apply import apply_all, resource_for
+from dra_harness.providers.handle import grant_namespace_role
+from dra_harness.providers.kind.apply import apply_all, resource_for
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import wait_for_deletion

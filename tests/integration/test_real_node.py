@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness import driver_manifests
-from dra_harness.driver_manifests import (
+from dra_harness.providers import driver_manifests
+from dra_harness.providers.driver_manifests import (
     NAMESPACE,
     POD_SELECTOR,
     render_driver_manifests,
 )
-from dra_harness.incontainer import (
+from dra_harness.checks.incontainer import (
     devices_seen,
     mismatch,
     probe_pod,
@@ -31,10 +31,10 @@ from dra_harness.incontainer import (
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.kube.waits import watch_until
-from dra_harness.local import hostplumbing, realcluster
-from dra_harness.local.cluster import DRIVER_NAME
-from dra_harness.local.images import DRIVER_IMAGE, WORKLOAD_IMAGE
-from dra_harness.local.realnode import RealNode, unavailable_reason
+from dra_harness.providers.embedded import hostplumbing, realcluster
+from dra_harness.providers.embedded.cluster import DRIVER_NAME
+from dra_harness.providers.embedded.images import DRIVER_IMAGE, WORKLOAD_IMAGE
+from dra_harness.providers.embedded.realnode import RealNode, unavailable_reason
 
 from .conftest import REAL_CLUSTER_GPUS, REAL_NODE
 

@@ -19,12 +19,12 @@ import time
 
 import pytest
 
-from dra_harness.local import hostplumbing, realcluster
-from dra_harness.local.commands import APISERVER_ETCD_CLIENT
-from dra_harness.local.exposure import Listener, anonymous_answer, listeners, stranger_answer, unauthenticated
-from dra_harness.local.pki import PKI
-from dra_harness.local.processes import listening_sockets
-from dra_harness.local.realnode import unavailable_reason
+from dra_harness.providers.embedded import hostplumbing, realcluster
+from dra_harness.providers.embedded.commands import APISERVER_ETCD_CLIENT
+from dra_harness.providers.embedded.exposure import Listener, anonymous_answer, listeners, stranger_answer, unauthenticated
+from dra_harness.providers.embedded.pki import PKI
+from dra_harness.providers.embedded.processes import listening_sockets
+from dra_harness.providers.embedded.realnode import unavailable_reason
 
 from .conftest import REAL_NODE
 

@@ -1,6 +1,6 @@
 """The harness on a cluster it did not build: same verdicts, nothing of others touched, two runs at once.
 
-The staging twin (:mod:`dra_harness.local.twin`) is the embedded cluster with a
+The staging twin (:mod:`dra_harness.providers.embedded.twin`) is the embedded cluster with a
 DaemonSet driver, another vendor's plugin with the same generic labels, two tenants'
 pods holding claims, their PriorityClass and DeviceClass, a node cordoned for
 maintenance, and a ServiceAccount holding only the roles in deploy/rbac. The main
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from dra_harness.kube import rest
-from dra_harness.local import twin as twin_mod
-from dra_harness.local.cluster import ClusterSpec, LocalCluster
-from dra_harness.local.images import WORKLOAD_IMAGE
-from dra_harness.local.realnode import unavailable_reason
+from dra_harness.providers.embedded import twin as twin_mod
+from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
+from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.report.results import read_results
 
 pytestmark = pytest.mark.cluster
@@ -59,7 +59,7 @@ def twin(binaries, tmp_path_factory):
 def _run(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
+        [sys.executable, "-m", "dra_harness.cli.app", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
          "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
          "--ignore=suites/test_contention.py", f"--shell-image={WORKLOAD_IMAGE}", *extra],
         capture_output=True, text=True, timeout=1500, cwd=ROOT)

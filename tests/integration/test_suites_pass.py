@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.local import rundir
-from dra_harness.local.cluster import clusters_root
+from dra_harness.providers.embedded import rundir
+from dra_harness.providers.embedded.cluster import clusters_root
 
 
 @pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist-2"])

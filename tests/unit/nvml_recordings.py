@@ -146,7 +146,7 @@ class ScriptedNvml:
 
 def run_probe(name: str) -> tuple[dict, str]:
     """The probe script's report and stdout for one scenario (time fixed for golden files)."""
-    from dra_harness import nvml_probe_script as script
+    from dra_harness.checks import nvml_probe_script as script
 
     scenario = SCENARIOS[name]
     report = script.collect(ScriptedNvml(scenario), environ=scenario["env"])

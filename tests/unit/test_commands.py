@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dra_harness.local import commands, gates
-from dra_harness.local.pki import PKI
-from dra_harness.local.state import ClusterSpec, ClusterState
+from dra_harness.providers.embedded import commands, gates
+from dra_harness.providers.embedded.pki import PKI
+from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
 
 STATE = ClusterState(
     spec=ClusterSpec(name="t", k8s_version="1.36.3"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dra_harness.cli import main
+from dra_harness.cli.app import main
 from dra_harness.contention import metrics
 from dra_harness.contention.plan import plan
 from dra_harness.contention.recorder import Hold, JobRecord

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dra_harness import cel
-from dra_harness.diagnose import _Cluster, diagnose_request
-from dra_harness.sharing import double_allocations, tenant_crossings
+from dra_harness.checks import cel
+from dra_harness.checks.diagnose import _Cluster, diagnose_request
+from dra_harness.checks.sharing import double_allocations, tenant_crossings
 
 DRIVER = "gpu.example.com"
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from dra_harness.components import catalog, gomod
-from dra_harness.components.build import _default_binary_name, repo_root
+from dra_harness.components.build import _default_binary_name
 
 UPSTREAM = {
     "Go": "1.26.0",
@@ -39,7 +39,7 @@ def test_binary_names_follow_go_build_rules():
 
 @pytest.mark.parametrize("component", catalog.all_components(), ids=lambda c: c.dirname)
 def test_every_component_has_a_committed_wrapper_module(component):
-    module_dir = component.module_dir(repo_root())
+    module_dir = component.module_dir()
     assert (module_dir / "go.mod").is_file() and (module_dir / "go.sum").is_file()
     requires = (module_dir / "go.mod").read_text().split()
     assert requires[requires.index(component.module) + 1] == f"v{component.version}"
@@ -50,6 +50,6 @@ def test_every_component_has_a_committed_wrapper_module(component):
 def test_committed_kubernetes_replaces_match_the_release_go_mod(version):
     component = catalog.kubernetes(version)
     want = gomod.staging_replaces(gomod.upstream_gomod(component.module, f"v{version}"), version)
-    text = (component.module_dir(repo_root()) / "go.mod").read_text()
+    text = (component.module_dir() / "go.mod").read_text()
     have = {line.split()[0]: line.split()[-1] for line in text.splitlines() if "=>" in line}
     assert have == want

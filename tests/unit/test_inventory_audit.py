@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from dra_harness.inventory import Hardware, HardwareFileError, audit, load_hardware
+from dra_harness.checks.inventory import audit
+from dra_harness.providers.hardware import Hardware, HardwareFileError, load_hardware
 
 DRIVER = "gpu.example.com"
 

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from dra_harness.components import catalog
-from dra_harness.kind import config as kind_config
-from dra_harness.kind import provider
+from dra_harness.providers.kind import config as kind_config
+from dra_harness.providers.kind import provider
 from dra_harness.labels import DISRUPTABLE_LABEL
-from dra_harness.local import gates
+from dra_harness.providers.embedded import gates
 
 VERSIONS = catalog.KUBERNETES_VERSIONS
 

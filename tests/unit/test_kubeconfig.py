@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dra_harness.kube.client import KubeconfigError, connect, load_configuration
-from dra_harness.local.pki import PKI
+from dra_harness.providers.embedded.pki import PKI
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dra_harness import cluster_handle
-from dra_harness.inventory import Hardware
+from dra_harness.providers import handle as cluster_handle
+from dra_harness.providers.hardware import Hardware
 from dra_harness.report import write_report
 from dra_harness.report.results import NOT_ESTABLISHED, established
 from dra_harness.report.summary import build_summary

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import yaml
 
-from dra_harness.cel import evaluate
-from dra_harness.profiles import by_name
+from dra_harness.checks.cel import evaluate
+from dra_harness.providers.profiles import by_name
 
 from .nvml_recordings import FIXTURES
 

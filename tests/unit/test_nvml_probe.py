@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_harness import nvml_probe
-from dra_harness import nvml_probe_script as script
-from dra_harness.nvml_probe import (
+from dra_harness.checks import nvml_probe
+from dra_harness.checks import nvml_probe_script as script
+from dra_harness.checks.nvml_probe import (
     ProbeOutputError,
     allocated_gpus,
     compare,
     normal_pci,
     parse,
 )
-from dra_harness.profiles import by_name
+from dra_harness.providers.profiles import by_name
 
 from .nvml_recordings import (
     FIXTURES,

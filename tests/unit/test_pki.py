@@ -10,7 +10,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dra_harness.local.pki import APISERVER_HOSTS, ETCD_CA, PKI
+from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI
 
 
 def _load(path) -> x509.Certificate:

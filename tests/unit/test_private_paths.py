@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.local import hostplumbing, rundir
+from dra_harness.providers.embedded import hostplumbing, rundir
 
 # This project's machine: cgroup v1 controllers, the named systemd hierarchy, and cgroup2 at unified.
 HYBRID = """\
@@ -110,7 +110,7 @@ def test_a_runs_lock_files_live_in_a_fresh_private_directory_not_at_a_predictabl
                         "    print('LOCKDIR', d, oct(stat.S_IMODE(os.stat(d).st_mode)), os.stat(d).st_uid)\n")
     try:
         out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-s", "-p", "no:cacheprovider",
-                              "-p", "no:locust", "-p", "dra_harness.pytest_plugin", f"--run-id={run_id}", "-c", "/dev/null",
+                              "-p", "no:locust", f"--run-id={run_id}", "-c", "/dev/null",
                               str(tmp_path)],
                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
         line = next(x for x in out.stdout.splitlines() if x.startswith("LOCKDIR"))

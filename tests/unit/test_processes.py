@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from dra_harness.local.processes import Supervisor, Tracked, strays
+from dra_harness.providers.embedded.processes import Supervisor, Tracked, strays
 
 
 def test_a_started_process_is_tracked_and_stopped_with_its_children(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dra_harness.profiles import ProfileError, all_profiles, by_name, detect
+from dra_harness.providers.profiles import ProfileError, all_profiles, by_name, detect
 
 
 class FakeKube:

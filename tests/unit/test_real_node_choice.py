@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dra_harness.local import realnode
+from dra_harness.providers.embedded import realnode
 
 
 def test_default_falls_back_to_no_real_nodes_with_the_reason(monkeypatch):

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.driver_manifests import ManifestError, render_driver_manifests
-from dra_harness.incontainer import (
+from dra_harness.providers.driver_manifests import ManifestError, render_driver_manifests
+from dra_harness.checks.incontainer import (
     claim_uids,
     devices_seen,
     gpu_env,
     mismatch,
     settings,
 )
-from dra_harness.local.oci import File, Image, write_layout
-from dra_harness.local.pki import Identity
-from dra_harness.local.realnode import RealNode
+from dra_harness.providers.embedded.oci import File, Image, write_layout
+from dra_harness.providers.embedded.pki import Identity
+from dra_harness.providers.embedded.realnode import RealNode
 
 
 SERVING = Identity(Path("/pki/kubelet-serving.crt"), Path("/pki/kubelet-serving.key"))

@@ -115,7 +115,7 @@ from pathlib import Path
 
 import allure
 
-from dra_harness import failure_evidence
+from dra_harness.checks import failure_evidence
 from dra_harness.report.results import slug
 from tests.unit.secret_corpus import Corpus, FakeKube
 
@@ -147,7 +147,7 @@ def _test_session(run: Path, corpus: Corpus, tmp_path: Path) -> subprocess.Compl
            "PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
     args = [sys.executable, "-m", "pytest", str(test_file), f"--run-id=redaction-{os.urandom(4).hex()}", f"--report-dir={run}",
             f"--junitxml={run / 'junit.xml'}", f"--alluredir={run / 'allure-results'}",
-            "-p", "no:cacheprovider", "-p", "no:locust", "-p", "dra_harness.pytest_plugin",
+            "-p", "no:cacheprovider", "-p", "no:locust",
             "-o", "junit_family=xunit2", "-o", "junit_logging=all", f"--rootdir={tmp_path / 'session'}"]
     return subprocess.run(args, cwd=tmp_path / "session", env=env, capture_output=True, text=True, timeout=300)
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dra_harness.cli import main
+from dra_harness.cli.app import main
 from dra_harness.report import write_report
 from dra_harness.report.design import DesignFileError, load_design
 from dra_harness.report.fingerprint import feature_gates, parse_feature_metrics

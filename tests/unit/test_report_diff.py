@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from dra_harness.cli import main
+from dra_harness.cli.app import main
 from dra_harness.report.diff import Thresholds, compare, load, normalise
 from dra_harness.report import write_report
 from dra_harness.report.summary import RunDirError, build_summary

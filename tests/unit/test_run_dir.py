@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dra_harness import runner
-from dra_harness.cli import main
+from dra_harness.cli import runner
+from dra_harness.cli.app import main
 from dra_harness.report import write_report
 from dra_harness.report.rundir import MARKER, RunDirError, read_marker
 from dra_harness.report.summary import finish_run, start_run

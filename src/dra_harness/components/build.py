@@ -24,8 +24,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .catalog import Component
-from .gomod import GO_ENV, go
+from dra_harness.components.catalog import Component
+from dra_harness.components.gomod import GO_ENV, go
 
 
 class BuildError(RuntimeError):
@@ -36,13 +36,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("DRA_HARNESS_CACHE") or Path.home() / ".cache" / "dra-harness")
 
 
-def repo_root() -> Path:
-    """The checkout holding ``components/`` (the package lives in ``src/`` inside it)."""
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install), or None for an installed wheel."""
     here = Path(__file__).resolve()
     for parent in here.parents:
-        if (parent / "components").is_dir() and (parent / "pyproject.toml").exists():
+        if (parent / "pyproject.toml").is_file() and (parent / "src" / "dra_harness").is_dir():
             return parent
-    raise BuildError("cannot find the dra-harness checkout (components/ next to pyproject.toml)")
+    return None
 
 
 def go_version() -> str:
@@ -86,7 +86,7 @@ def _lock(path: Path) -> Iterator[None]:
 def build(component: Component, progress: Progress | None = None, module_dir: Path | None = None) -> Built:
     """Build every binary of ``component`` unless the cache already has them.
 
-    ``module_dir`` overrides the wrapper module (``components/<name>-v<version>``).
+    ``module_dir`` overrides the wrapper module (``data/components/<name>-v<version>``).
     """
     gover = go_version()
     target = binary_dir(component, gover)
@@ -94,7 +94,7 @@ def build(component: Component, progress: Progress | None = None, module_dir: Pa
         if is_cached(component, gover):
             return Built(component, target, 0.0, cached=True)
         started = time.monotonic()
-        _build(component, target, progress, module_dir or component.module_dir(repo_root()))
+        _build(component, target, progress, module_dir or component.module_dir())
         return Built(component, target, time.monotonic() - started, cached=False)
 
 

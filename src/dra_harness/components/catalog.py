@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dra_harness import data
+
 #: Kubernetes versions the embedded cluster can run; the first is the default.
 KUBERNETES_VERSIONS = ("1.37.2", "1.36.3", "1.35.4")
 DEFAULT_KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
@@ -46,8 +48,9 @@ class Component:
     def dirname(self) -> str:
         return f"{self.name}-v{self.version}"
 
-    def module_dir(self, repo_root: Path) -> Path:
-        return repo_root / "components" / (self.wrapper or self.dirname)
+    def module_dir(self) -> Path:
+        """The committed wrapper module (go.mod, go.sum) this component is built from, shipped as package data."""
+        return data.path("components", self.wrapper or self.dirname)
 
 
 KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"

@@ -18,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .catalog import Component
+from dra_harness.components.catalog import Component
 
 GO_ENV = {"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
 
@@ -84,10 +84,10 @@ def render(component: Component, upstream: dict) -> str:
     return "\n".join(lines)
 
 
-def generate(component: Component, repo_root: Path) -> Path:
+def generate(component: Component) -> Path:
     """Write ``components/<name>-v<version>/go.mod`` and resolve go.sum."""
     upstream = upstream_gomod(component.module, f"v{component.version}")
-    target = component.module_dir(repo_root)
+    target = component.module_dir()
     target.mkdir(parents=True, exist_ok=True)
     (target / "go.mod").write_text(render(component, upstream))
     (target / "go.sum").unlink(missing_ok=True)

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..kube.rest import Kube
-from . import metrics, plots
-from .recorder import Recorder
-from .runner import _drop_namespace, _loadgen, _namespace
-from .scenario import parse
-from .topology import Topology
+from dra_harness.kube.rest import Kube
+from dra_harness.contention import metrics, plots
+from dra_harness.contention.recorder import Recorder
+from dra_harness.contention.runner import _drop_namespace, _loadgen, _namespace
+from dra_harness.contention.scenario import parse
+from dra_harness.contention.topology import Topology
 
 
 def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: int, devices_per_node: int,

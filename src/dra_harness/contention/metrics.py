@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .plan import Job
-from .recorder import Hold, JobRecord
-from .scenario import Scenario
+from dra_harness.contention.plan import Job
+from dra_harness.contention.recorder import Hold, JobRecord
+from dra_harness.contention.scenario import Scenario
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from .scenario import Scenario, Tier, seconds
+from dra_harness.contention.scenario import Scenario, Tier, seconds
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..kube import rest
-from ..kube.rest import Gone, Kube, Obj, Unreachable
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Gone, Kube, Obj, Unreachable
 
 
 @dataclass

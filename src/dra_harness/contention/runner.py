@@ -18,16 +18,16 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import lifetime
-from ..kube import rest
-from ..kube.rest import Kube
-from ..kube.waits import wait_for_object, watch_until
-from ..labels import RUN_LABEL
-from . import metrics, plots
-from .plan import Job, plan
-from .recorder import Recorder
-from .scenario import Scenario
-from .topology import NODE_LABEL, Topology
+from dra_harness import lifetime
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import wait_for_object, watch_until
+from dra_harness.labels import RUN_LABEL
+from dra_harness.contention import metrics, plots
+from dra_harness.contention.plan import Job, plan
+from dra_harness.contention.recorder import Recorder
+from dra_harness.contention.scenario import Scenario
+from dra_harness.contention.topology import NODE_LABEL, Topology
 
 Progress = Callable[[str, int, int], None]
 

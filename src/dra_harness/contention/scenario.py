@@ -16,8 +16,8 @@ from typing import Any
 
 import jsonschema
 
-from .. import yamlfile
-from ..yamlfile import seconds
+from dra_harness import yamlfile
+from dra_harness.yamlfile import seconds
 
 DESIGNS = ("shared", "reserved", "pools")
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ..kube import builders, rest
-from ..kube.rest import Kube, Obj
-from ..kube.waits import watch_until
-from ..labels import RUN_LABEL
-from ..local.cluster import KWOK_ANNOTATION
-from .scenario import Scenario
+from dra_harness.kube import builders, rest
+from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.waits import watch_until
+from dra_harness.labels import RUN_LABEL
+from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
+from dra_harness.contention.scenario import Scenario
 
 DRIVER = "contention.dra-harness.io"
 NODE_LABEL = "dra-harness.io/contention"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..labels import RUN_LABEL
+from dra_harness.labels import RUN_LABEL
 
 Obj = dict[str, Any]
 #: Never pulled on simulated nodes; a real node has it imported locally.

@@ -18,8 +18,8 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import ConfigNode
 
-from .. import yamlfile
-from .rest import Kube
+from dra_harness import yamlfile
+from dra_harness.kube.rest import Kube
 
 
 class KubeconfigError(RuntimeError):

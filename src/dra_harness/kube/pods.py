@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import rest
-from .rest import Kube
-from .waits import wait_for_object
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import wait_for_object
 
 Obj = dict[str, Any]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import urllib3
 
-from .. import lifetime
-from .rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
+from dra_harness import lifetime
+from dra_harness.kube.rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
 
 
 class WaitError(AssertionError):

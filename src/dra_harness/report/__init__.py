@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     # Lazy, so the pytest plugin's writers can use .files (redaction) without importing
     # the renderers (jinja2, matplotlib) in every test process.
     if name == "write_report":
-        from .summary import write_report
+        from dra_harness.report.summary import write_report
 
         return write_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .files import atomic_write, redact
-from .results import NOT_ESTABLISHED
+from dra_harness.report.files import atomic_write, redact
+from dra_harness.report.results import NOT_ESTABLISHED
 
 Obj = dict[str, Any]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import yamlfile
+from dra_harness import yamlfile
 
 Obj = dict[str, Any]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import yamlfile
-from .summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
+from dra_harness import yamlfile
+from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
 
 Obj = dict[str, Any]
 

@@ -19,12 +19,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
-from ..inventory import attribute_value, devices_by_node
-from ..kube import rest
-from ..kube.rest import Kube
-from ..local import gates as gate_table
-from .files import redact
+from dra_harness import __version__
+from dra_harness.providers.hardware import attribute_value, devices_by_node
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded import gates as gate_table
+from dra_harness.report.files import redact
 
 Obj = dict[str, Any]
 MetricsSource = Callable[[], str]

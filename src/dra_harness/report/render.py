@@ -15,8 +15,8 @@ from typing import Any
 
 import jinja2
 
-from . import contention, plots
-from .results import slug
+from dra_harness.report import contention, plots
+from dra_harness.report.results import slug
 
 Obj = dict[str, Any]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from .. import yamlfile
-from .files import RunDirError
+from dra_harness import yamlfile
+from dra_harness.report.files import RunDirError
 
 Obj = dict[str, Any]
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .files import RunDirError, write_json
+from dra_harness.report.files import RunDirError, write_json
 
 MARKER = ".dra-harness-run"
 #: The files a run writes at the top of its directory, and the folders it fills.
@@ -90,6 +90,14 @@ def check(run_dir: Path) -> None:
         raise RunDirError(f"{run_dir} is not a directory")
     if run_dir.is_dir() and any(run_dir.iterdir()):
         _previous_files(run_dir)
+
+
+def default_root() -> Path:
+    """Where runs go without ``--report-dir``: ``reports/out`` of the checkout, or of the working directory
+    when the harness is an installed package."""
+    from dra_harness.components.build import checkout_root
+
+    return (checkout_root() or Path.cwd()) / "reports" / "out"
 
 
 def claim(run_dir: Path, run_id: str) -> None:

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, yamlfile
-from . import allure_extra, contention, design, render, results, rundir, vendor
-from .files import RunDirError, atomic_write, redact_files, write_json
+from dra_harness import __version__, yamlfile
+from dra_harness.report import allure_extra, contention, design, render, results, rundir, vendor
+from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
 Obj = dict[str, Any]
 SCHEMA_VERSION = 1
@@ -27,7 +27,7 @@ def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj
 
     A directory the run may not write into raises :class:`RunDirError` before anything is written.
     """
-    from .fingerprint import redacted_command
+    from dra_harness.report.fingerprint import redacted_command
 
     rundir.claim(run_dir, run_id)
     write_json(run_dir / "run.json", {

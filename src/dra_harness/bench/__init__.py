@@ -1,0 +1,1 @@
+"""Benchmarks: figures printed by ``dra-harness bench ...``, never pass/fail checks."""

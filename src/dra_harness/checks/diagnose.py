@@ -1,0 +1,210 @@
+"""Why is this DRA pod Pending? Tell a typo from a full cluster.
+
+kube-scheduler says "cannot allocate all claims" both when a selector names an
+attribute no device has and when every matching device is taken. This module looks
+at the published slices, the DeviceClass, the claim's requests and every allocation
+in the cluster, and names one cause per pod:
+
+- ``device-class-missing``  the request names a DeviceClass that does not exist
+- ``claim-not-created``     the template claim was never created (quota, missing template)
+- ``no-devices-for-class``  no published device matches the DeviceClass: slices missing
+- ``selector-typo``         a selector reads an attribute/capacity no device publishes
+- ``no-device-matches``     devices publish the names, but no value satisfies the selectors
+- ``capacity-exhausted``    matching devices exist and are all allocated (holders listed)
+- ``no-node-has-enough``    enough free matching devices, but not on one node
+- ``node-constraints``      free devices exist only on nodes the pod may not use
+- ``unknown``               none of the above; the scheduler's message is quoted
+
+Causes are only said when the data shows them; anything else is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dra_harness.checks import cel
+from dra_harness.kube import rest
+from dra_harness.kube.pods import allocated_devices, claim_names, events_for, scheduling_message
+from dra_harness.kube.rest import Kube
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Diagnosis:
+    namespace: str
+    pod: str
+    cause: str
+    message: str
+    scheduler_message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Cluster:
+    """One consistent read of everything a diagnosis needs."""
+
+    slices: list[Obj]
+    classes: dict[str, Obj]
+    claims: list[Obj]
+    nodes: dict[str, Obj]
+
+    @classmethod
+    def read(cls, kube: Kube) -> "_Cluster":
+        return cls(
+            slices=kube.list(rest.RESOURCE_SLICES),
+            classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},
+            claims=kube.list(rest.RESOURCE_CLAIMS),
+            nodes={n["metadata"]["name"]: n for n in kube.list(rest.NODES)},
+        )
+
+    def devices(self) -> list[tuple[str, str, str | None, Obj]]:
+        """(driver, pool, node, device) for every published device."""
+        out = []
+        for s in self.slices:
+            spec = s["spec"]
+            for d in spec.get("devices") or []:
+                out.append((spec["driver"], spec["pool"]["name"], spec.get("nodeName"), d))
+        return out
+
+    def holders(self) -> dict[tuple[str, str, str], list[str]]:
+        held: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for c in self.claims:
+            for dev in allocated_devices(c):
+                held[dev.key].append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
+        return held
+
+
+def _selectors(obj: Obj) -> list[str]:
+    return [s["cel"]["expression"] for s in obj.get("selectors") or [] if "cel" in s]
+
+
+def _requests(claim_spec: Obj) -> list[list[tuple[str, Obj]]]:
+    """Each request as its alternatives: one for ``exactly``, several for ``firstAvailable``."""
+    out = []
+    for r in claim_spec.get("devices", {}).get("requests") or []:
+        if "exactly" in r:
+            out.append([(r["name"], r["exactly"])])
+        else:
+            out.append([(f"{r['name']}/{sub['name']}", sub) for sub in r.get("firstAvailable") or []])
+    return out
+
+
+def _pod_nodes(pod: Obj, nodes: dict[str, Obj]) -> set[str]:
+    """Nodes the pod's nodeSelector allows (affinity is not evaluated: treated as any)."""
+    selector = pod["spec"].get("nodeSelector") or {}
+    return {n for n, obj in nodes.items() if all(obj["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())}
+
+
+def _typo(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | None, Obj]]) -> str | None:
+    """A selector reference that no candidate device publishes, with the closest published name."""
+    published: dict[str, set[str]] = {"attributes": set(), "capacity": set()}
+    for driver, _, _, d in candidates:
+        for kind in published:
+            for name in d.get(kind) or {}:
+                domain, _, short = name.rpartition("/")
+                published[kind].add(f"{domain or driver}/{short}")
+    for expression in _selectors(class_obj.get("spec", {})) + _selectors(request):
+        for kind, domain, name in cel.references(expression):
+            qualified = f"{domain}/{name}"
+            if qualified not in published[kind]:
+                close = difflib.get_close_matches(qualified, sorted(published[kind]), n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                noun = "attribute" if kind == "attributes" else "capacity"
+                return (f"selector `{expression}` reads {noun} {qualified}, which no device of class "
+                        f"{class_obj['metadata']['name']} publishes{hint}")
+    return None
+
+
+def diagnose_request(
+    pod: Obj, request_name: str, request: Obj, cluster: _Cluster, held: dict
+) -> tuple[str, str, dict] | None:
+    class_name = request.get("deviceClassName", "")
+    class_obj = cluster.classes.get(class_name)
+    if class_obj is None:
+        return "device-class-missing", f"request {request_name}: DeviceClass {class_name!r} does not exist", {}
+    everything = cluster.devices()
+    in_class = [d for d in everything if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(class_obj.get("spec", {})))]
+    if not in_class:
+        drivers = sorted({d[0] for d in everything})
+        return ("no-devices-for-class",
+                f"request {request_name}: no published device matches DeviceClass {class_name} "
+                f"(ResourceSlices missing? drivers publishing: {', '.join(drivers) or 'none'})", {})
+    typo = _typo(request, class_obj, in_class)
+    matching = [d for d in in_class if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(request))]
+    if not matching:
+        if typo:
+            return "selector-typo", f"request {request_name}: {typo}", {}
+        return ("no-device-matches",
+                f"request {request_name}: none of the {len(in_class)} devices of class {class_name} satisfies "
+                f"{' && '.join(_selectors(request)) or 'the request'}", {})
+    need = len(matching) if request.get("allocationMode") == "All" else int(request.get("count", 1))
+    free = [d for d in matching if not held.get((d[0], d[1], d[3]["name"]))]
+    if len(free) < need:
+        holders = sorted({h for d in matching for h in held.get((d[0], d[1], d[3]["name"]), [])})
+        return ("capacity-exhausted",
+                f"request {request_name}: needs {need} of the {len(matching)} matching devices, "
+                f"{len(free)} free; held by {', '.join(holders[:10])}{' ...' if len(holders) > 10 else ''}",
+                {"matching": len(matching), "free": len(free), "holders": holders})
+    per_node: dict[str | None, int] = defaultdict(int)
+    for d in free:
+        per_node[d[2]] += 1
+    allowed = _pod_nodes(pod, cluster.nodes)
+    usable = {n: c for n, c in per_node.items() if n is None or n in allowed}
+    if not usable:
+        return ("node-constraints",
+                f"request {request_name}: free matching devices are only on {', '.join(sorted(str(n) for n in per_node))}, "
+                "which the pod's nodeSelector excludes", {"free_per_node": dict(per_node)})
+    if max(usable.values()) < need:
+        best = max(usable, key=lambda n: usable[n])
+        return ("no-node-has-enough",
+                f"request {request_name}: needs {need} devices on one node; {len(free)} are free, "
+                f"at most {usable[best]} on one node ({best})", {"free_per_node": {str(k): v for k, v in per_node.items()}})
+    return None
+
+
+def diagnose_pod(kube: Kube, pod: Obj, cluster: _Cluster, held: dict) -> Diagnosis:
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    sched = scheduling_message(pod)
+
+    def said(cause: str, message: str, details: dict | None = None) -> Diagnosis:
+        return Diagnosis(ns, name, cause, message, sched, details or {})
+
+    names = claim_names(pod)
+    for pod_claim in pod["spec"].get("resourceClaims") or []:
+        claim_name = names.get(pod_claim["name"])
+        if claim_name is None:
+            failures = [e["message"] for e in events_for(kube, ns, name) if e.get("reason") == "FailedResourceClaimCreation"]
+            if failures:
+                return said("claim-not-created", f"claim {pod_claim['name']} was not created: {failures[-1]}")
+            continue
+        try:
+            claim = kube.get(rest.RESOURCE_CLAIMS, claim_name, ns)
+        except rest.NotFound:
+            return said("claim-not-created", f"ResourceClaim {ns}/{claim_name} does not exist")
+        if claim.get("status", {}).get("allocation"):
+            continue
+        for alternatives in _requests(claim["spec"]):
+            causes = [diagnose_request(pod, n, r, cluster, held) for n, r in alternatives]
+            if any(c is None for c in causes):
+                continue  # some alternative can be satisfied
+            cause, message, details = causes[0]  # type: ignore[misc]
+            return said(cause, f"claim {claim_name}: {message}", details)
+    return said("unknown", f"no DRA cause found; the scheduler says: {sched}")
+
+
+def diagnose(kube: Kube, namespace: str | None = None) -> list[Diagnosis]:
+    """A diagnosis for every unscheduled pod with resource claims (in one namespace, or all)."""
+    pods = kube.list(rest.PODS, namespace, field_selector="status.phase=Pending")
+    waiting = [p for p in pods if not p["spec"].get("nodeName") and p["spec"].get("resourceClaims")]
+    if not waiting:
+        return []
+    cluster = _Cluster.read(kube)
+    held = cluster.holders()
+    return [diagnose_pod(kube, p, cluster, held) for p in waiting]

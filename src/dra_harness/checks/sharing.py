@@ -1,0 +1,64 @@
+"""Sharing audits over all claims in a cluster: who holds which device, and with whom.
+
+Sharing a device is not isolation. These audits read every ResourceClaim at once and
+report (a) devices held by more than one claim, which must never happen for devices
+that do not allow multiple allocations, and (b) claims reserved for pods of different
+tenants, a tenant boundary crossed by design or by mistake. Pure logic over dicts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from dra_harness.kube.pods import allocated_devices
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SharingFinding:
+    kind: str
+    message: str
+
+
+def _name(obj: Obj) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def double_allocations(claims: list[Obj], shareable: set[tuple[str, str, str]] = frozenset()) -> list[SharingFinding]:
+    """Devices that two different claims hold (admin-access results and shareable devices excepted)."""
+    holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for claim in claims:
+        results = (claim.get("status", {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        admin = {r["device"] for r in results if r.get("adminAccess")}
+        for dev in allocated_devices(claim):
+            if dev.device not in admin and dev.key not in shareable:
+                holders[dev.key].append(_name(claim))
+    return [
+        SharingFinding("double-allocation", f"device {'/'.join(key)} is allocated to {len(set(h))} claims: {', '.join(sorted(set(h)))}")
+        for key, h in sorted(holders.items())
+        if len(set(h)) > 1
+    ]
+
+
+def tenant_crossings(claims: list[Obj], pods: list[Obj], tenant_label: str) -> list[SharingFinding]:
+    """Claims reserved for pods whose ``tenant_label`` values differ (a missing label counts as a value)."""
+    by_uid = {p["metadata"]["uid"]: p for p in pods}
+    findings = []
+    for claim in claims:
+        tenants: dict[str, list[str]] = defaultdict(list)
+        for ref in claim.get("status", {}).get("reservedFor") or []:
+            pod = by_uid.get(ref.get("uid"))
+            if pod is None or ref.get("resource") != "pods":
+                continue
+            tenant = pod["metadata"].get("labels", {}).get(tenant_label, "<no tenant label>")
+            tenants[tenant].append(pod["metadata"]["name"])
+        if len(tenants) > 1:
+            who = "; ".join(f"{t}: {', '.join(sorted(p))}" for t, p in sorted(tenants.items()))
+            findings.append(SharingFinding(
+                "tenant-crossing",
+                f"claim {_name(claim)} ({', '.join(str(d) for d in allocated_devices(claim))}) is shared across tenants ({who})",
+            ))
+    return findings

@@ -1,0 +1,159 @@
+"""``dra-harness contention run`` and ``dra-harness bench allocation``.
+
+Both bring up a small embedded cluster of their own (the scenario's nodes are added as
+simulated nodes), or attach to a running one with ``--cluster-name``, and write their
+figures and JSON under a run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from dra_harness.components import build as builder
+from dra_harness.report import rundir
+from dra_harness.components import catalog
+from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
+from dra_harness.contention import bench as bench_mod
+from dra_harness.contention import runner
+from dra_harness.contention.scenario import DESIGNS, load, seconds
+from dra_harness.contention.topology import Topology
+
+console = Console(width=None if Console().is_terminal else 130)
+
+
+@contextmanager
+def _cluster(name: str | None, k8s_version: str) -> Iterator[tuple[Kube, str]]:
+    """A running embedded cluster by name, or a fresh small one removed at the end."""
+    if name:
+        c = LocalCluster(name)
+        st = c.state()
+        if st is None:
+            raise ClusterError(f"no running embedded cluster named {name!r}")
+        yield c.kube(), st.spec.k8s_version
+        return
+    c = LocalCluster(f"ctn-{os.getpid()}")
+    builder.build_all(catalog.for_cluster(k8s_version))
+    with console.status(f"starting an embedded cluster (Kubernetes {k8s_version})"):
+        c.up(ClusterSpec(name=c.name, nodes=1, gpus_per_node=1, k8s_version=k8s_version, owner_pid=os.getpid()))
+    try:
+        yield c.kube(), k8s_version
+    finally:
+        c.down()
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def print_table(results: list[dict]) -> None:
+    table = Table(title="contention: waits in scenario minutes (p95 within tolerable and nothing lost = meets)")
+    for col in ("design", "tier", "prio", "jobs", "p50", "p95", "p99", "max", "tolerable", "over", "verdict"):
+        table.add_column(col, justify="left" if col in ("design", "tier", "verdict") else "right")
+    m = lambda s: "-" if s is None else f"{s / 60:.1f}"  # noqa: E731
+    for r in results:
+        for t in r["tiers"]:
+            w = t["wait_s"]
+            colour = "green" if t["verdict"] == "meets" else "red"
+            table.add_row(r["design"], t["tier"], str(t["priority"]), str(t["jobs"]), m(w["p50"]), m(w["p95"]),
+                          m(w["p99"]), m(w["max"]), m(t["tolerable_wait_s"]), str(t["over_tolerable"]),
+                          f"[{colour}]{t['verdict']}[/]")
+    console.print(table)
+    for r in results:
+        console.print(f"{r['design']}: {r['jobs_completed']}/{r['jobs_total']} completed, lost {r['jobs_lost']}, "
+                      f"utilisation {r['utilisation']['mean']:.0%}, idle reserved {r['idle_reserved_device_s'] / 3600:.1f} "
+                      f"device-h, wall {r['wall_s']} s")
+
+
+@click.group()
+def contention() -> None:
+    """Mixed-priority workloads under the shared / reserved / pools designs."""
+
+
+@contention.command("run")
+@click.argument("scenario", type=click.Path())
+@click.option("--design", "designs", multiple=True, type=click.Choice(DESIGNS), help="Default: every design the scenario defines.")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+@click.option("--probe/--no-probe", default=True, show_default=True, help="Run the preemption probe first.")
+def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cluster_name: str | None,
+                   out_dir: str | None, probe: bool) -> None:
+    """Run SCENARIO under each design; print per-tier waits; write JSON and PNGs to the run directory."""
+    sc = load(scenario)
+    chosen = list(designs) or [d for d in DESIGNS if d in sc.designs]
+    missing = [d for d in chosen if d not in sc.designs]
+    if missing:
+        raise ValueError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
+    run_id = uuid.uuid4().hex[:12]
+    out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
+    results = []
+    with _cluster(cluster_name, k8s_version) as (kube, version):
+        topo = Topology(kube, sc, run_id)
+        try:
+            with console.status(f"creating {sc.nodes} simulated nodes x {sc.devices_per_node} devices"):
+                topo.create()
+            probe_result = None
+            if probe and sc.probe.get("enabled", True):
+                with console.status("preemption probe: every device held by low priority, then one high-priority job"):
+                    probe_result = runner.preemption_probe(kube, topo, low_run_s=seconds(sc.probe.get("low_duration", 20)))
+                console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
+                              f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
+                              f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
+            for design in chosen:
+                with _progress() as bar:
+                    task = bar.add_task(f"{sc.name} / {design}: jobs settled", total=sc.jobs_total)
+                    results.append(runner.run_design(kube, topo, design, out, version, probe_result,
+                                                     progress=lambda d, n, total, task=task: bar.update(task, completed=n)))
+        finally:
+            topo.delete()
+    print_table(results)
+    console.print(f"JSON and figures: {out}")
+
+
+@click.command("allocation")
+@click.option("--rate", default=20.0, show_default=True, type=click.FloatRange(0.1, 200), help="Claims created per second.")
+@click.option("--nodes", default=100, show_default=True, type=click.IntRange(1, 200), help="Simulated nodes.")
+@click.option("--devices-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--claims", default=400, show_default=True, type=click.IntRange(1, 5000), help="Claims (one pod each) in all.")
+@click.option("--hold", default=2.0, show_default=True, type=click.FloatRange(0.1, 600), help="Seconds each pod holds its device.")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int, hold: float, k8s_version: str,
+                     cluster_name: str | None, out_dir: str | None) -> None:
+    """Claim created -> allocated under churn (like clusterloader2's ResourceClaimAllocationLatency)."""
+    run_id = uuid.uuid4().hex[:12]
+    out = Path(out_dir or rundir.default_root() / run_id).resolve() / "bench"
+    started = time.monotonic()
+    with _cluster(cluster_name, k8s_version) as (kube, version):
+        with _progress() as bar:
+            task = bar.add_task(f"{claims} claims at {rate}/s on {nodes} nodes", total=claims)
+            result = bench_mod.allocation(kube, run_id, version, rate, nodes, devices_per_node, claims, hold, out,
+                                          progress=lambda n: bar.update(task, completed=n))
+    lat = result["allocation_latency_s"]
+    table = Table(title=f"claim created -> allocated, {claims} claims at {rate}/s, {nodes} nodes (Kubernetes {version})")
+    for col in ("p50", "p95", "p99", "max", "allocated", "achieved rate"):
+        table.add_column(col, justify="right")
+    f = lambda s: "-" if s is None else f"{s * 1000:.0f} ms"  # noqa: E731
+    table.add_row(f(lat["p50"]), f(lat["p95"]), f(lat["p99"]), f(lat["max"]), f"{result['allocated']}/{claims}",
+                  f"{result['achieved_rate']:.1f}/s")
+    console.print(table)
+    console.print(f"JSON and figure: {out} ({time.monotonic() - started:.0f} s)")

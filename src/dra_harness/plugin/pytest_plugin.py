@@ -1,0 +1,384 @@
+"""The harness's pytest plugin: which cluster, one handle to it, one namespace per test.
+
+``--cluster=local`` (default) brings an embedded cluster up the first time a test asks
+for it, once per run even under pytest-xdist: workers agree through a file lock on the
+run id, and the process that owns the run (the xdist controller, or the only process)
+removes it at exit; a watchdog removes it if that process is killed. ``existing``
+targets a kubeconfig and never touches what the run did not create: every object the
+harness makes carries the run label, and the session ends by deleting exactly those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from dra_harness.report import evidence as evidence_mod
+from dra_harness import lifetime
+from dra_harness.checks import failure_evidence
+from dra_harness.plugin import inputs
+from dra_harness.plugin import run_watchdog
+from dra_harness.providers.handle import ClusterHandle, open_existing, open_local, sweep_run
+from dra_harness.providers.lock import ClusterLock
+from dra_harness.components.catalog import KUBERNETES_VERSIONS
+from dra_harness.checks.disruption import Disruptor
+from dra_harness.report.evidence import Evidence
+from dra_harness.providers.kind import session as kind_session
+from dra_harness.kube import rest
+from dra_harness.kube.client import KubeconfigError, connect
+from dra_harness.kube.waits import wait_for_object
+from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
+from dra_harness.providers.embedded import rundir
+from dra_harness.providers.embedded.cluster import LocalCluster
+
+_OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
+#: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
+_LOCK_DIR_ENV = "DRA_HARNESS_LOCK_DIR"
+_WATCHDOG = pytest.StashKey[subprocess.Popen]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dra-harness")
+    group.addoption("--cluster", choices=["local", "existing", "kind"], default="local",
+                    help="local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster")
+    group.addoption("--kubeconfig", default=None, help="kubeconfig of an existing cluster")
+    group.addoption("--context", default=None, help="kubeconfig context of an existing cluster")
+    group.addoption("--driver", default=None,
+                    help="driver profile (example, nvidia) or driver name; detected on existing clusters by default")
+    group.addoption("--driver-daemonset", default=None, metavar="NAMESPACE/NAME",
+                    help="the DaemonSet running the driver's kubelet plugin, when not where its profile says")
+    group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
+    group.addoption("--cluster-name", default=None,
+                    help="use the running embedded cluster of this name (left running at the end)")
+    group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
+    group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
+    group.addoption("--real-nodes", type=int, default=0,
+                    help="nodes with a real kubelet and containerd in the embedded cluster (root; default 0)")
+    group.addoption("--expected-hardware", default=None,
+                    help="YAML file of the hardware the cluster should publish (default: what the provider started)")
+    group.addoption("--run-id", default=None, help="label value marking every object of this run")
+    group.addoption("--report-dir", default=None, help="directory for evidence.jsonl (and, from the CLI, the reports)")
+    group.addoption("--keep-on-failure", action="store_true",
+                    help="keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection")
+    group.addoption("--tenant-label", default="tenant", help="pod label that names a tenant (sharing audit)")
+    group.addoption("--allow-disruptive", action="store_true",
+                    help=f"on an existing cluster, let disruptive tests restart drivers on, drain and taint nodes labelled {DISRUPTABLE_LABEL}=true")
+    group.addoption("--lease-namespace", default="default",
+                    help="namespace of the Leases through which concurrent runs on one cluster take turns")
+    group.addoption("--dry-run", action="store_true", help="disruptive tests list what they would touch, and touch nothing")
+    group.addoption("--kind-node-image", default=None, help="kind: node image (default kindest/node:v<k8s-version>)")
+    group.addoption("--driver-image", default=None, help="kind: example-driver image (default: built from the Go-built plugin)")
+    group.addoption("--kind-install", choices=["auto", "helm", "manifests"], default="auto",
+                    help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests")
+    group.addoption("--shell-image", default=None,
+                    help="image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
+                         "on an air-gapped cluster, your mirror of it)")
+    group.addoption("--probe-image", default=None,
+                    help="image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)")
+
+
+def _run_id(config: pytest.Config) -> str:
+    return config._dra_run_id  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        run_id = workerinput["testrunuid"]
+    else:
+        run_id = config.getoption("--run-id") or uuid.uuid4().hex[:12]
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?", run_id):
+            raise pytest.UsageError(f"--run-id {run_id!r} must be a lowercase DNS label of at most 32 characters")
+        if hasattr(config.option, "testrunuid"):
+            # xdist hands its run uid to every worker; make it ours.
+            config.option.testrunuid = run_id
+        os.environ[_OWNER_ENV] = str(os.getpid())
+        # Never a predictable path under /tmp: root would follow a planted symlink.
+        os.environ[_LOCK_DIR_ENV] = tempfile.mkdtemp(prefix=f"dra-harness-{run_id}-")
+        lifetime.terminate_as_interrupt()  # CI's SIGTERM runs teardown and the sweep, like Ctrl-C
+    config._dra_run_id = run_id  # type: ignore[attr-defined]
+    config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
+    config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
+    if workerinput is None and config.getoption("--report-dir"):
+        config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
+    if workerinput is None:
+        _check_inputs(config)
+        _start_watchdog(config, run_id)
+
+
+def _start_watchdog(config: pytest.Config, run_id: str) -> None:
+    """If this process is killed outright, sweep what the run made on a cluster that outlives it."""
+    sweep = config.getoption("--cluster") == "existing"
+    kubeconfig = config.getoption("--kubeconfig")
+    # Without --kubeconfig the watchdog inherits KUBECONFIG (possibly a list) from our environment.
+    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), sweep,
+                                                 str(Path(kubeconfig).resolve()) if kubeconfig else None,
+                                                 config.getoption("--context"), config.getoption("--lease-namespace"))
+
+
+def _check_inputs(config: pytest.Config) -> None:
+    """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
+    provider = config.getoption("--cluster")
+    version = config.getoption("--k8s-version")
+    if version and version not in KUBERNETES_VERSIONS:
+        raise pytest.UsageError(f"--k8s-version {version}: choose one of {', '.join(KUBERNETES_VERSIONS)}")
+    name = config.getoption("--cluster-name")
+    if name and (provider == "existing" or provider == "local" and LocalCluster(name).state() is None):
+        raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
+    opt = config.getoption
+    try:
+        inputs.check(provider, opt("--kubeconfig"), opt("--context"), opt("--driver"), opt("--expected-hardware"),
+                     opt("--report-dir"))
+    except inputs.ERRORS as e:
+        raise pytest.UsageError(inputs.one_line(e)) from None
+    if provider == "kind":
+        kind_session.check_inputs(config)
+    daemonset = config.getoption("--driver-daemonset")
+    if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
+        raise pytest.UsageError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
+    config._dra_inputs_ok = True  # type: ignore[attr-defined]
+
+
+def _local_name(config: pytest.Config) -> str:
+    return config.getoption("--cluster-name") or f"run-{_run_id(config)}"
+
+
+def _lock_path(run_id: str, kind: str) -> Path:
+    """A lock file the processes of one run share (xdist workers on this machine), in the run's private directory."""
+    return Path(os.environ[_LOCK_DIR_ENV]) / f"{run_id}.{kind}.lock"
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
+    lifetime.stopping.set()  # teardown must not wait out deadlines on a cluster that may be going away
+
+
+@contextmanager
+def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
+    with os.fdopen(rundir.open_private_file(_lock_path(run_id, kind)), "r+") as f:
+        fcntl.flock(f, operation)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
+        return
+    try:
+        _clean_up(config)
+    finally:
+        shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
+        watchdog = config.stash.get(_WATCHDOG, None)
+        if watchdog is not None:  # our own cleanup is done: nothing is left for it
+            watchdog.kill()
+            watchdog.wait()
+
+
+def _clean_up(config: pytest.Config) -> None:
+    if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
+        LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
+    elif config.getoption("--cluster") == "kind" and kind_session.owns_cluster(config):
+        if getattr(config, "_dra_inputs_ok", False):
+            kind_session.finish(config, _run_id(config))  # the run's own kind cluster, if it was created
+    elif getattr(config, "_dra_inputs_ok", False):
+        _sweep(config)
+
+
+def _sweep(config: pytest.Config) -> None:
+    """Delete what this run created on a cluster that outlives it."""
+    try:
+        if config.getoption("--cluster") == "existing":
+            kube = connect(config.getoption("--kubeconfig"), config.getoption("--context"))  # None: KUBECONFIG
+        elif config.getoption("--cluster") == "kind":
+            kube = connect(kind_session.kubeconfig(config, _run_id(config)))
+        else:
+            kube = LocalCluster(_local_name(config)).kube()
+        left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
+    except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
+        sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
+        return
+    if left:
+        sys.stderr.write(f"dra-harness: objects of run {_run_id(config)} still present after cleanup: {', '.join(left)}\n")
+
+
+@pytest.fixture(scope="session")
+def run_id(request: pytest.FixtureRequest) -> str:
+    return _run_id(request.config)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
+    """The cluster under test, with typed access and the provider's actions."""
+    opt = request.config.getoption
+    expected = opt("--expected-hardware")
+    if opt("--cluster") == "existing":
+        handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
+    elif opt("--cluster") == "kind":
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):  # one process of the run creates the kind cluster
+            handle = kind_session.open_kind(request.config, run_id)
+    else:
+        name = _local_name(request.config)
+        # One process of the run starts the cluster; the others wait and reuse it.
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):
+            handle = open_local(
+                name,
+                run_id,
+                expected,
+                owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())),
+                k8s_version=opt("--k8s-version"),
+                nodes=opt("--nodes"),
+                gpus_per_node=opt("--gpus-per-node"),
+                real_nodes=opt("--real-nodes"),
+            )
+    handle.shell_image = opt("--shell-image")
+    if opt("--driver-daemonset"):
+        namespace, _, name = opt("--driver-daemonset").partition("/")
+        handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+    return handle
+
+
+def _slug(nodeid: str) -> str:
+    name = nodeid.split("::")[-1].lower()
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
+
+
+_PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    item.stash.setdefault(_PHASES, {})[report.when] = report
+    return report
+
+
+def _failed(item: pytest.Item) -> bool:
+    return any(r.failed for r in item.stash.get(_PHASES, {}).values())
+
+
+@contextmanager
+def _device_lock(run_id: str, exclusive: bool) -> Iterator[None]:
+    """Tests share the cluster's devices; an ``exclusive`` test waits until it is alone."""
+    with _locked(run_id, "devices", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH):
+        yield
+
+
+def _exclusive(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) for m in ("exclusive", "disruptive"))
+
+
+@pytest.fixture(scope="session")
+def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[ClusterLock | None]:
+    """The lock other runs on the same cluster see; None on the run's own embedded cluster."""
+    if cluster.local is not None:
+        yield None
+        return
+    lock = ClusterLock(cluster.kube, run_id, request.config.getoption("--lease-namespace"))
+    try:
+        yield lock
+    finally:
+        lock.close()
+
+
+@pytest.fixture(autouse=True)
+def _cluster_lock(request: pytest.FixtureRequest, run_id: str) -> Iterator[None]:
+    """Every test that uses the cluster holds the run's lock: shared, or alone when it disrupts.
+
+    Held for the whole test, so a disruptive test never overlaps a test that reads
+    the state it disturbs (drivers, slices, cordons), even under pytest-xdist, nor a
+    test of another run on the same cluster (the Leases of :mod:`dra_harness.providers.lock`).
+    """
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    exclusive = _exclusive(request.node)
+    shared_lock: ClusterLock | None = request.getfixturevalue("cluster_lock")
+    with _device_lock(run_id, exclusive):
+        if shared_lock is None:
+            yield
+            return
+        with shared_lock.exclusive() if exclusive else shared_lock.shared():
+            yield
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[str]:
+    """A fresh namespace labelled with the run and test, deleted at teardown.
+
+    A failed test's namespace is saved as evidence first (and kept with
+    ``--keep-on-failure``). An ``exclusive`` or ``disruptive`` test starts only when the
+    namespaces of earlier tests are gone, so every device is free.
+    """
+    kube = cluster.kube
+    slug = _slug(request.node.nodeid)
+    exclusive = _exclusive(request.node)
+    if exclusive:
+        cluster.wait_until_quiet()
+    name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
+    cluster.create_namespace(name, {RUN_LABEL: run_id, TEST_LABEL: slug})
+    keep = False
+    try:
+        # The ServiceAccount admission plugin rejects pods until the default SA exists.
+        wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30,
+                        f"default ServiceAccount in {name}", namespace=name)
+        yield name
+    finally:
+        if _failed(request.node):
+            report_dir = request.config.getoption("--report-dir")
+            failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver),
+                                  Path(report_dir) if report_dir else None, slug)
+            keep = request.config.getoption("--keep-on-failure")
+        if keep:
+            kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
+        else:
+            cluster.delete_namespace(name)
+        if exclusive:
+            cluster.wait_until_quiet()
+
+
+@pytest.fixture
+def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterator[Disruptor]:
+    """Provider actions for a ``disruptive`` test, within the safety rules of :mod:`dra_harness.checks.disruption`."""
+    if request.node.get_closest_marker("disruptive") is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses disruptor but is not marked disruptive")
+    if cluster.provider != "local" and not request.config.getoption("--allow-disruptive"):
+        pytest.skip(f"disruptive: pass --allow-disruptive to let it touch nodes labelled {DISRUPTABLE_LABEL}=true")
+    if request.config.getoption("--dry-run"):
+        nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]
+        pytest.skip(f"dry run: would disrupt one of {', '.join(nodes) or 'no node (none is labelled)'}")
+    yield Disruptor(cluster, allowed=True)
+
+
+@pytest.fixture(scope="session")
+def tenant_label(request: pytest.FixtureRequest) -> str:
+    """The pod label that names a tenant (``--tenant-label``)."""
+    return request.config.getoption("--tenant-label")
+
+
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest) -> Evidence:
+    """Record facts (device, node, timings) that the report shows next to the verdict."""
+    return Evidence.for_item(request.node)
+
+
+class _EvidenceWriter:
+    """Registered on the controller only, which sees every worker's reports."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.report_dir = report_dir
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        evidence_mod.write(self.report_dir, report)

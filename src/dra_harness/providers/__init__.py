@@ -1,0 +1,1 @@
+"""Cluster providers: where the cluster under test comes from, behind one protocol."""

@@ -1,0 +1,424 @@
+"""The embedded DRA cluster: a real control plane, KWOK nodes and the real example driver.
+
+Layout of one cluster's state directory (``$DRA_HARNESS_STATE/<name>``, by default
+``$DRA_HARNESS_CACHE/clusters/<name>``),
+all of it removed by ``down``::
+
+    cluster.json      what was started: version, nodes, ports, timings
+    kubeconfig        admin kubeconfig (keys referenced by path, never embedded)
+    pki/              CA, serving and client certificates, service-account key
+    etcd/             etcd data (no fsync: this is a test cluster)
+    logs/<proc>.log   one log per process
+    pids/<proc>.pid   pid + kernel start time per process
+
+and, because unix socket paths are limited to 107 bytes, a short private
+``/tmp/drh-<random>/`` (``rundir``: mkdtemp, mode 0700, recorded in cluster.json) with
+``<node>/`` each driver plugin's registrar, plugin and CDI directories and ``r<i>``,
+``k<i>`` each real node's directories and kubelet root (also removed by ``down``).
+
+The control plane listens on 127.0.0.1 only, on ports picked free at start; etcd
+requires a client certificate of its own CA. A real node's kubelet listens on its node
+IP and requires a client certificate of the cluster CA or a token (tests/integration/test_sockets.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import yaml
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.providers.hardware import devices_by_node
+from dra_harness.kube import rest
+from dra_harness.kube.client import connect
+from dra_harness.kube.rest import Kube
+from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.lifetime import alive
+from dra_harness.providers.embedded import commands, realcluster, rundir
+from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
+from dra_harness.providers.embedded.processes import Supervisor, strays
+from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
+
+DRIVER_NAME = "gpu.example.com"
+KWOK_ANNOTATION = commands.KWOK_ANNOTATION
+#: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up or is not in the expected state."""
+
+
+def clusters_root() -> Path:
+    """Where cluster state lives: ``$DRA_HARNESS_STATE``, else ``<cache>/clusters``."""
+    override = os.environ.get("DRA_HARNESS_STATE")
+    return Path(override) if override else builder.cache_root() / "clusters"
+
+
+def _free_ports(names: list[str]) -> dict[str, int]:
+    socks, ports = [], {}
+    try:
+        for name in names:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports[name] = s.getsockname()[1]
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class LocalCluster:
+    """One embedded cluster, addressed by name; safe to construct for a cluster that is not up."""
+
+    def __init__(self, name: str = DEFAULT_NAME) -> None:
+        self.name = name
+        self.state_dir = clusters_root() / name
+        self.supervisor = Supervisor(self.state_dir)
+
+    # -- paths and state -------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "cluster.json"
+
+    def state(self) -> ClusterState | None:
+        try:
+            raw = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return ClusterState(spec=ClusterSpec(**raw.pop("spec")), **raw)
+
+    def _save(self, state: ClusterState) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.replace(self.state_file)
+
+    def exists(self) -> bool:
+        return self.state_dir.exists()
+
+    def kube(self) -> Kube:
+        return connect(self.kubeconfig)
+
+    # -- up --------------------------------------------------------------------
+    def up(self, spec: ClusterSpec, timeout: float = 120.0, say: Callable[[str], None] = lambda s: None) -> ClusterState:
+        """Start everything and return once every node's slices hold ``gpus_per_node`` devices."""
+        if self.exists():
+            raise ClusterError(f"cluster {self.name!r} already exists at {self.state_dir}; run `dra-harness cluster down` first")
+        # Callers that want build progress on screen build first; this only checks the cache then.
+        built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0), quiet=True)
+        t0 = time.monotonic()
+        self.state_dir.mkdir(parents=True)
+        try:
+            return self._up(spec, built, t0, timeout, say)
+        except BaseException:
+            self.down()
+            raise
+
+    def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
+        bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
+        ports = _free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
+        state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(rundir.create(self.state_dir)))
+        self._save(state)
+        if spec.owner_pid:
+            self._start_watchdog(spec.owner_pid)
+
+        say("issuing certificates")
+        pki = PKI(self.state_dir / "pki")
+        admin = _issue_certificates(pki)
+        pki.kubeconfig(self.kubeconfig, state.server, admin, cluster=self.name, user="admin")
+        deadline = time.monotonic() + timeout
+
+        say("starting etcd and kube-apiserver")
+        for component in ("etcd", "kube-apiserver"):
+            self._start_control_plane_component(component, state)
+        kube = self.kube()
+        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
+        state.timings["apiserver_ready"] = time.monotonic() - t0
+
+        say("starting controller-manager, scheduler and kwok")
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._start_control_plane_component(component, state)
+        self._create_nodes(kube, spec)
+        self._create_device_class(kube)
+        self._grant_kubelet_api(kube)
+        say(f"starting {spec.nodes} example-driver plugins")
+        for node in spec.node_names():
+            self.start_driver(node)
+        if spec.real_nodes:
+            realcluster.start(self, state, pki, say)
+
+        say("waiting for nodes Ready and ResourceSlices")
+        self._wait_nodes_ready(kube, spec, deadline)
+        state.timings["nodes_ready"] = time.monotonic() - t0
+        self._wait_slices(kube, spec, deadline)
+        state.timings["slices_ready"] = time.monotonic() - t0
+        self._wait_scheduler(kube, deadline)
+        state.timings["up"] = time.monotonic() - t0
+        self._save(state)
+        return state
+
+    def _paths(self) -> commands.Paths:
+        return commands.Paths(self.state_dir, self.kubeconfig, PKI(self.state_dir / "pki"))
+
+    def _start_control_plane_component(self, name: str, st: ClusterState) -> None:
+        paths = self._paths()
+        if name == "kube-scheduler":
+            config = self.state_dir / "scheduler-config.yaml"
+            config.write_text(yaml.safe_dump(commands.scheduler_config(paths)))
+        self.supervisor.start(name, commands.ARGV[name](st, paths))
+
+    # -- provider actions --------------------------------------------------------
+    @property
+    def runtime_dir(self) -> Path:
+        """The cluster's private short directory for unix sockets (whose paths may not exceed 107 bytes)."""
+        st = self.state()
+        if st is None or not st.runtime_dir:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        path = Path(st.runtime_dir)
+        rundir.check_private(path)
+        return path
+
+    def runtime_dirs(self) -> list[Path]:
+        """Every runtime directory of this cluster: the recorded one and any its marker names
+        (a run killed before ``cluster.json`` was written, or after it was removed)."""
+        st = self.state()
+        recorded = [Path(st.runtime_dir)] if st and st.runtime_dir else []
+        return sorted(set(recorded) | set(rundir.owned_by(self.state_dir)))
+
+    def driver_dirs(self, node: str) -> dict[str, Path]:
+        """The plugin's registrar, plugin and CDI dirs: private ones on a KWOK node, the
+        kubelet's and containerd's own on a real node."""
+        if node.startswith("real-node-"):
+            return realcluster.node(self, node).driver_dirs
+        base = self.runtime_dir / node
+        return {"registrar": base / "plugins_registry", "plugins": base / "plugins", "cdi": base / "cdi"}
+
+    def start_driver(self, node: str) -> None:
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        if node not in st.spec.all_node_names():
+            raise ClusterError(f"node {node!r} is not a node of cluster {self.name!r}")
+        dirs = self.driver_dirs(node)
+        for d in dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+        self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
+
+    def stop_driver(self, node: str, kill: bool = False) -> None:
+        """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""
+        self.supervisor.stop(f"driver-{node}", grace=0 if kill else 10, sig=signal.SIGKILL if kill else signal.SIGTERM)
+
+    def restart_component(self, name: str, kill: bool = False, down_for: float = 0.0) -> None:
+        """Restart a control-plane component with the same flags (SIGKILL with ``kill``),
+        leaving it down ``down_for`` seconds: what a control-plane upgrade or crash looks like."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        restartable = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
+        if name not in restartable:
+            raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
+        self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
+        time.sleep(down_for)
+        self._start_control_plane_component(name, st)
+
+    # -- objects -----------------------------------------------------------------
+    def _create_nodes(self, kube: Kube, spec: ClusterSpec) -> None:
+        for node in spec.node_names():
+            kube.create(rest.NODES, {
+                "metadata": {
+                    "name": node,
+                    "annotations": {KWOK_ANNOTATION: "fake"},
+                    "labels": {
+                        "kubernetes.io/hostname": node,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok",
+                        DISRUPTABLE_LABEL: "true",
+                    },
+                },
+            })
+
+    def _create_device_class(self, kube: Kube) -> None:
+        # What the example driver's Helm chart installs: one class named after the driver.
+        kube.create(rest.DEVICE_CLASSES, {
+            "metadata": {"name": DRIVER_NAME},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]},
+        })
+
+    def _grant_kubelet_api(self, kube: Kube) -> None:
+        # Kubelets authorize every request through the API server (Webhook): the API server's own
+        # client certificate needs the kubelet API (logs, exec) like kubeadm grants it.
+        kube.create(rest.CLUSTER_ROLE_BINDINGS, {
+            "metadata": {"name": "dra-harness:kube-apiserver-kubelet-client"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}],
+        })
+
+    # -- readiness ---------------------------------------------------------------
+    def _check_alive(self) -> None:
+        for tracked in self.supervisor.tracked():
+            if tracked.name == "watchdog":
+                continue
+            if not tracked.alive():
+                raise ClusterError(
+                    f"{tracked.name} exited during start-up; last log lines:\n{self.supervisor.log_tail(tracked.name)}"
+                )
+
+    def _poll(self, what: str, deadline: float, probe: Callable[[], str | None]) -> None:
+        """Call ``probe`` until it returns None; its last answer explains a timeout."""
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                answer = probe()
+            except (rest.ApiError, rest.Unreachable) as e:
+                answer = str(e)
+            if answer is None:
+                return
+            last = answer
+            time.sleep(0.1)
+        raise ClusterError(f"timed out waiting for {what}: {last}")
+
+    def _wait_ready(self, kube: Kube, what: str, path: str, deadline: float) -> None:
+        self._poll(what, deadline, lambda: None if kube.raw(path).strip() == "ok" else "not ok")
+
+    def _wait_nodes_ready(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
+        def probe() -> str | None:
+            nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
+            ready = [n["metadata"]["name"] for n in nodes if _node_ready(n)]
+            missing = sorted(set(spec.all_node_names()) - set(ready))
+            return f"not Ready: {', '.join(missing)}" if missing else None
+
+        self._poll("nodes Ready", deadline, probe)
+
+    def _wait_slices(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
+        def probe() -> str | None:
+            slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}")
+            counts = {node: len(devices) for node, devices in devices_by_node(slices, DRIVER_NAME).items()}
+            wrong = {n: counts.get(n, 0) for n in spec.all_node_names() if counts.get(n, 0) != spec.gpus_per_node}
+            if wrong:
+                return "devices per node " + ", ".join(f"{n}={c}" for n, c in sorted(wrong.items()))
+            return None
+
+        self._poll(f"{spec.gpus_per_node} devices in every node's ResourceSlices", deadline, probe)
+
+    def _wait_scheduler(self, kube: Kube, deadline: float) -> None:
+        def probe() -> str | None:
+            try:
+                return None if self._component_get("kube-scheduler", "/healthz").strip() == "ok" else "not ok"
+            except OSError as e:
+                return f"kube-scheduler healthz: {e}"
+
+        self._poll("kube-scheduler healthy", deadline, probe)
+
+    _PORTS = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
+
+    def _component_get(self, component: str, path: str) -> str:
+        """GET a control-plane component's own endpoint as the cluster admin."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        ctx = ssl.create_default_context()
+        # kube-controller-manager and kube-scheduler serve self-signed certificates.
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        pki = self.state_dir / "pki"
+        ctx.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        url = f"https://127.0.0.1:{st.ports[self._PORTS[component]]}{path}"
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+            return r.read().decode()
+
+    def metrics(self, component: str) -> str:
+        """Prometheus text of a control-plane component (``kubernetes_feature_enabled`` etc.)."""
+        return self._component_get(component, "/metrics")
+
+    # -- watchdog ----------------------------------------------------------------
+    def _start_watchdog(self, owner: int) -> None:
+        self.supervisor.start("watchdog", [
+            sys.executable, "-m", "dra_harness.providers.embedded.watchdog", str(owner), self.name, str(self.state_dir),
+        ])
+
+    # -- down / status -------------------------------------------------------------
+    def down(self) -> None:
+        """Stop every process (drivers first, etcd last) and remove the state and socket directories."""
+        runtime_dirs = self.runtime_dirs()
+        for d in runtime_dirs:
+            realcluster.teardown(self, d)
+        if self.state_dir.exists():
+            names = [t.name for t in self.supervisor.tracked()]
+            order = [n for n in names if n.startswith("driver-")] + [
+                "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd",
+            ]
+            self.supervisor.stop_all(order=order, grace=5.0)
+        for d in runtime_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def status(self) -> dict:
+        st = self.state()
+        procs = {t.name: ("running" if t.alive() else "exited") for t in self.supervisor.tracked()}
+        return {
+            "name": self.name,
+            "state_dir": str(self.state_dir),
+            "kubeconfig": str(self.kubeconfig),
+            "k8s_version": st.spec.k8s_version if st else None,
+            "nodes": st.spec.nodes if st else None,
+            "real_nodes": st.spec.real_nodes if st else None,
+            "gpus_per_node": st.spec.gpus_per_node if st else None,
+            "server": st.server if st else None,
+            "processes": procs,
+            "healthy": bool(procs) and all(v == "running" for v in procs.values()),
+        }
+
+    def pids(self) -> list[int]:
+        """Live processes of the cluster: tracked ones, and any naming its state or runtime dirs (shims)."""
+        found = [t.pid for t in self.supervisor.tracked() if t.alive()] + strays(self.state_dir)
+        for d in self.runtime_dirs():
+            found += strays(d)
+        return sorted(set(found))
+
+
+def _issue_certificates(pki: PKI) -> Identity:
+    """The CAs and every control-plane certificate; returns the admin's identity."""
+    pki.create()
+    pki.issue(commands.APISERVER_SERVING, "kube-apiserver", hosts=APISERVER_HOSTS, client=False)
+    # etcd's certificate serves clients and, being its own peer, authenticates to itself.
+    pki.issue(commands.ETCD_SERVING, "etcd", hosts=("127.0.0.1", "localhost"), authority=ETCD_CA)
+    pki.issue(commands.APISERVER_ETCD_CLIENT, "kube-apiserver-etcd-client", authority=ETCD_CA)
+    pki.issue(commands.APISERVER_KUBELET_CLIENT, KUBELET_CLIENT_USER)
+    return pki.issue("admin", "dra-harness-admin", ("system:masters",))
+
+
+def _node_ready(node: dict) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+def all_clusters() -> list[LocalCluster]:
+    """Every cluster with state under :func:`clusters_root`, and any whose state is gone but not its runtime dir."""
+    root = clusters_root()
+    names = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+    return [LocalCluster(n) for n in sorted(names | set(rundir.orphans(root)))]
+
+
+def owner_alive(cluster: LocalCluster) -> bool:
+    st = cluster.state()
+    return st is None or st.spec.owner_pid is None or alive(st.spec.owner_pid)

@@ -1,0 +1,88 @@
+"""The images a real node runs, built locally: no registry, no Docker.
+
+* the pause image (sandbox, and the image the suites' pods use): a tiny static Go
+  binary that waits for SIGTERM/SIGINT;
+* a workload image: Debian's static busybox, so probe pods can ``env`` and ``sleep``;
+* the example driver's image: the Go-built kubelet plugin, for the DaemonSet install.
+
+Each is written once per content as an OCI tarball under the cache and imported
+into a node's containerd with ``ctr images import``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.components.gomod import go
+from dra_harness.kube.builders import PAUSE_IMAGE
+from dra_harness.providers.embedded.oci import File, Image, write_layout
+
+WORKLOAD_IMAGE = "dra-harness.local/busybox:1"
+DRIVER_IMAGE = f"dra-harness.local/dra-example-driver:v{catalog.EXAMPLE_DRIVER_VERSION}"
+BUSYBOX = Path("/usr/bin/busybox")  # Debian busybox-static
+_APPLETS = ("sh", "env", "sleep", "cat", "ls", "echo", "true", "printenv", "grep")
+
+_PAUSE_GO = """package main
+
+import (
+\t"os"
+\t"os/signal"
+\t"syscall"
+)
+
+// Wait until told to stop; PID 1 ignores default-action signals, so catch them.
+func main() {
+\tc := make(chan os.Signal, 1)
+\tsignal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+\t<-c
+}
+"""
+
+
+def _images_dir() -> Path:
+    return builder.cache_root() / "images"
+
+
+def pause_binary() -> Path:
+    """Build (once per Go version) the static pause binary."""
+    target = builder.cache_root() / "bin" / "pause" / builder.go_version() / "pause"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pause-") as tmp:
+        Path(tmp, "go.mod").write_text("module pause\n\ngo 1.24\n")
+        Path(tmp, "main.go").write_text(_PAUSE_GO)
+        out = Path(tmp, "pause")
+        go("build", "-trimpath", "-ldflags=-s -w", "-o", str(out), ".", cwd=Path(tmp))
+        staged = target.with_suffix(".tmp")
+        shutil.copy2(out, staged)
+        staged.replace(target)
+    return target
+
+
+def pause_image() -> Image:
+    return Image(PAUSE_IMAGE, [File("pause", pause_binary().read_bytes())], entrypoint=["/pause"])
+
+
+def workload_image() -> Image:
+    files = [File("bin/busybox", BUSYBOX.read_bytes())]
+    files += [File(f"bin/{a}", link="busybox") for a in _APPLETS]
+    return Image(WORKLOAD_IMAGE, files, entrypoint=[], cmd=["sh"])
+
+
+def driver_image(plugin: Path) -> Image:
+    binary = File("usr/bin/dra-example-kubeletplugin", plugin.read_bytes())
+    return Image(DRIVER_IMAGE, [binary], entrypoint=["/usr/bin/dra-example-kubeletplugin"])
+
+
+def tarballs(plugin: Path) -> list[Path]:
+    """Write (or reuse) every real-node image as an OCI tarball; returns their paths."""
+    out = []
+    for image in (pause_image(), workload_image(), driver_image(plugin)):
+        name = image.name.replace("/", "_").replace(":", "_")
+        out.append(write_layout(image, _images_dir() / f"{name}.tar"))
+    return out

@@ -1,0 +1,186 @@
+"""Bring the embedded cluster's real nodes up and take every trace of them down.
+
+Kept apart from ``cluster.py`` because it is host plumbing (cgroups, mounts,
+network namespaces, image imports) the simulated cluster never needs; the cluster
+calls :func:`start` during ``up`` and :func:`teardown` first thing in ``down``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dra_harness.kube import rest
+from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.providers.embedded import gates, images
+from dra_harness.providers.embedded.hostplumbing import (
+    add_host_link,
+    delete_link,
+    hierarchies,
+    make_cgroup_root,
+    mounts_under,
+    remove_cgroup_root,
+    unmount_all,
+)
+from dra_harness.providers.embedded.pki import PKI
+from dra_harness.providers.embedded.processes import Tracked, _cmdline, _start_time, _stop_group, strays
+from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
+from dra_harness.providers.embedded.state import ClusterState
+
+if TYPE_CHECKING:
+    from dra_harness.providers.embedded.cluster import LocalCluster
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node(cluster: LocalCluster, name: str, runtime_dir: Path | None = None) -> RealNode:
+    """Real node ``name`` of ``cluster``, its directories in the cluster's (or the given) runtime dir."""
+    index = int(name.rsplit("-", 1)[1])
+    return RealNode(name, runtime_dir or cluster.runtime_dir, node_key(cluster.state_dir), index)
+
+
+def _gates_dict(version: str) -> dict[str, bool]:
+    flag = gates.feature_gates_flag(version)
+    return {k: v == "true" for k, v in (kv.split("=") for kv in flag.split(",") if kv)}
+
+
+def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+    """Start containerd, import the images, start the kubelet and the driver plugin, per real node."""
+    reason = unavailable_reason()
+    if reason:
+        raise RealNodeError(f"cannot start real nodes: {reason}")
+    tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]))
+    env = {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    started: dict[str, float] = {}
+    for name in st.spec.real_node_names():
+        rn = node(cluster, name)
+        t0 = time.monotonic()
+        say(f"starting containerd on {name}")
+        serving = pki.issue(f"kubelet-{name}-serving", f"system:node:{name}", ("system:nodes",),
+                            hosts=(rn.node_ip, name), client=False)
+        rn.write_configs(images.pause_image().name, pki.ca_cert, serving, _free_port(), _free_port(),
+                         _gates_dict(st.spec.k8s_version))
+        make_cgroup_root(rn.cgroup_root)
+        add_host_link(rn.host_link, rn.node_ip)
+        cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)
+        _wait_containerd(cluster, rn, st.binaries["ctr"])
+        for tar in tarballs:
+            out = rn.ctr(st.binaries["ctr"], "images", "import", "--no-unpack=false", str(tar), timeout=120)
+            if out.returncode != 0:
+                raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
+        st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
+        identity = pki.issue(f"kubelet-{name}", f"system:node:{name}", ("system:nodes",))
+        kubeconfig = cluster.state_dir / f"kubelet-{name}.kubeconfig"
+        pki.kubeconfig(kubeconfig, st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
+        say(f"starting kubelet on {name}")
+        labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
+        cluster.supervisor.start(f"kubelet-{name}", rn.kubelet_argv(st.binaries["kubelet"], kubeconfig, labels), env=env)
+        started[name] = time.monotonic()
+        cluster.start_driver(name)
+    for name, at in started.items():
+        _wait_ready(cluster, name, at + 120)
+        st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
+
+
+def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
+    kube, last = cluster.kube(), "not registered yet"
+    while time.monotonic() < deadline:
+        tracked = cluster.supervisor.get(f"kubelet-{name}")
+        if tracked is None or not tracked.alive():
+            raise RealNodeError(f"kubelet on {name} exited: {cluster.supervisor.log_tail(f'kubelet-{name}')}")
+        try:
+            node = kube.get(rest.NODES, name)
+        except rest.ApiError as e:
+            last = str(e)
+        else:
+            ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
+            if ready and ready[0].get("status") == "True":
+                return
+            last = ready[0].get("message", "") if ready else "no Ready condition"
+        time.sleep(0.1)
+    raise RealNodeError(f"{name} not Ready: {last}")
+
+
+def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        tracked = cluster.supervisor.get(f"containerd-{rn.name}")
+        if tracked is None or not tracked.alive():
+            raise RealNodeError(f"containerd on {rn.name} exited: {cluster.supervisor.log_tail(f'containerd-{rn.name}')}")
+        if rn.socket.exists():
+            out = rn.ctr(ctr, "version", timeout=10)
+            if out.returncode == 0:
+                return
+            last = out.stderr.strip()
+        time.sleep(0.2)
+    raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}")
+
+
+def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:
+    """Real nodes found on disk (works without cluster.json, e.g. after a killed run)."""
+    if not runtime_dir.is_dir():
+        return []
+    return [node(cluster, f"real-node-{d.name[1:]}", runtime_dir) for d in sorted(runtime_dir.iterdir())
+            if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
+
+
+def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
+    """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
+
+    Returns what had to be removed by force (for the record; normally containers only).
+    """
+    removed: dict[str, list] = {"killed": [], "unmounted": [], "links": []}
+    for rn in real_node_dirs(cluster, runtime_dir):
+        # The kubelet first, or it restarts what we kill; the driver with it.
+        cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
+        cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
+        # Lost pid files (a killed run): find the kubelet and the plugin by the dirs they name.
+        for pid in strays(rn.base) + strays(rn.kubelet_root):
+            if any(flag in _cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
+                _stop_group(Tracked("stray", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+                removed["killed"].append(pid)
+        # Every container process of the node lives under its cgroup root.
+        removed["killed"] += remove_cgroup_root(rn.cgroup_root)
+        cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
+        for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims (their -address names the node's socket)
+            _stop_group(Tracked("shim", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+            removed["killed"].append(pid)
+        for d in rn.host_dirs:
+            removed["unmounted"] += unmount_all(d)
+        remove_cgroup_root(rn.cgroup_root)
+        for link in (rn.bridge, rn.host_link):
+            if Path("/sys/class/net", link).exists():
+                delete_link(link)
+                removed["links"].append(link)
+        for d in rn.host_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    return removed
+
+
+def leftovers(runtime_dir: Path, nodes: list[RealNode]) -> list[str]:
+    """Anything of the given real nodes (of the cluster with ``runtime_dir``) still on the host:
+    processes, mounts, directories, links, and cgroups in every hierarchy the host mounts."""
+    left = []
+    for d in [runtime_dir] + [rn.kubelet_root for rn in nodes]:
+        left += [f"mount {m}" for m in mounts_under(d)]
+        left += [f"process {p}" for p in strays(d)]
+        left += [f"directory {d}"] if d.exists() else []
+    for rn in nodes:
+        left += [f"link {b}" for b in (rn.bridge, rn.host_link) if Path("/sys/class/net", b).exists()]
+        root = rn.cgroup_root.lstrip("/")
+        left += [f"cgroup {h / root}" for h in hierarchies() if (h / root).exists()]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"netns {line}" for line in netns.splitlines() if str(runtime_dir) in line]
+    return left

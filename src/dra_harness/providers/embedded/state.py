@@ -1,0 +1,50 @@
+"""What an embedded cluster was asked to be (spec) and what was started for it (state).
+
+Saved as ``cluster.json`` in the cluster's state directory, so that any later process
+(``cluster down``, a provider action, the watchdog) can act on the same cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from dra_harness.components import catalog
+
+DEFAULT_NAME = "dra-harness"
+
+@dataclass
+class ClusterSpec:
+    name: str = DEFAULT_NAME
+    nodes: int = 4
+    gpus_per_node: int = 8
+    k8s_version: str = catalog.DEFAULT_KUBERNETES_VERSION
+    #: pid whose death tears the cluster down (a test run); None for `cluster up`.
+    owner_pid: int | None = None
+    #: nodes with a real kubelet and containerd beside the simulated ones.
+    real_nodes: int = 0
+
+    def node_names(self) -> list[str]:
+        """The simulated (KWOK) nodes."""
+        return [f"gpu-node-{i}" for i in range(self.nodes)]
+
+    def real_node_names(self) -> list[str]:
+        return [f"real-node-{i}" for i in range(self.real_nodes)]
+
+    def all_node_names(self) -> list[str]:
+        return self.node_names() + self.real_node_names()
+
+
+@dataclass
+class ClusterState:
+    spec: ClusterSpec
+    ports: dict[str, int]
+    binaries: dict[str, str]
+    #: The private short directory for sockets and real nodes (``rundir.create``), mode 0700.
+    runtime_dir: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"

@@ -1,0 +1,237 @@
+"""The embedded cluster dressed as a staging installation, for testing the harness on one.
+
+Users run the harness on clusters it did not build: the driver is a DaemonSet, other
+DRA drivers' plugin pods carry the same generic labels, other teams' pods hold claims,
+a node is cordoned for maintenance, and the harness runs as a ServiceAccount with the
+roles we ship and nothing more. The project cannot borrow such a cluster in CI, so
+this module makes the embedded one look like that and hands out a ServiceAccount
+kubeconfig: a run through it (``--cluster existing``) sees what a user's run sees.
+
+What it installs is *not the harness's*: nothing carries the run label, and
+:func:`others` snapshots it so a test can prove a run left every piece as it was.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dra_harness import data
+from dra_harness.providers import driver_manifests
+from dra_harness.providers.handle import NAMESPACE_ROLE
+from dra_harness.providers.kind.apply import apply_all
+from dra_harness.kube import builders, rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import watch_until
+from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
+from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
+from dra_harness.providers.embedded.images import DRIVER_IMAGE
+
+Obj = dict[str, Any]
+RBAC = data.path("rbac", "dra-harness.yaml")
+_RBAC_GROUP = "rbac.authorization.k8s.io"
+CLUSTER_ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False)
+ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True)
+
+TENANTS = ("tenant-a", "tenant-b")
+OTHER_DRIVER = "other.example.com"
+OTHER_NAMESPACE = "other-dra-driver"
+CI_NAMESPACE = "dra-harness-ci"
+TENANT_PRIORITY_CLASS = "tenant-batch-high"
+TENANT_DEVICE_CLASS = "tenant-large-gpus"
+#: The example chart's generic plugin label, which the other driver's pods carry too.
+GENERIC_LABELS = {"app.kubernetes.io/component": "kubeletplugin"}
+
+
+@dataclass(frozen=True)
+class Twin:
+    kubeconfig: Path  # the ServiceAccount's: the only way the run under test reaches the cluster
+    expected_hardware: Path
+    maintenance_node: str  # labelled disruptable, cordoned before any run
+    tenant_node: str  # runs the tenants' pods; not labelled disruptable
+    daemonset_nodes: tuple[str, ...]  # nodes whose devices the DaemonSet's plugin publishes
+
+
+def build(cluster: LocalCluster, workdir: Path | None = None) -> Twin:
+    """Install the staging furniture on a running embedded cluster of at least 3 KWOK nodes."""
+    state = cluster.state()
+    if state is None:
+        raise RuntimeError(f"cluster {cluster.name} is not up")
+    spec = state.spec
+    kwok = spec.node_names()
+    if len(kwok) < 3:
+        raise ValueError("the staging twin needs at least 3 simulated nodes")
+    kube = cluster.kube()
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="dra-harness-twin-"))
+    workdir.chmod(0o700)
+    real = [n for n in spec.all_node_names() if n not in kwok]
+    maintenance, tenant_node = kwok[1], kwok[2]
+
+    _install_driver_daemonset(cluster, kube, real)
+    _install_other_driver(kube, kwok)
+    _install_tenants(kube, tenant_node)
+    kube.patch(rest.NODES, tenant_node, {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}})
+    kube.patch(rest.NODES, maintenance, {"spec": {"unschedulable": True}})
+    kubeconfig = _serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig")
+    hardware = workdir / "expected-hardware.yaml"
+    hardware.write_text(yaml.safe_dump({
+        "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
+        "nodes": {n: {"devices": spec.gpus_per_node} for n in spec.all_node_names()},
+        "devices": {"attributes": {"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"}, "capacity": {"memory": "80Gi"}},
+    }))
+    return Twin(kubeconfig, hardware, maintenance, tenant_node, tuple(real))
+
+
+def _install_driver_daemonset(cluster: LocalCluster, kube: Kube, real: list[str]) -> None:
+    """The example driver as its chart installs it, on every node. On a real node it replaces
+    the plugin process; on a KWOK node KWOK plays its pod while the process keeps publishing."""
+    state = cluster.state()
+    assert state is not None
+    for node in real:
+        cluster.stop_driver(node)
+    kubelet_root, cdi_root = "/var/lib/kubelet", "/var/run/cdi"
+    if real:
+        from dra_harness.providers.embedded import realcluster
+
+        rn = realcluster.node(cluster, real[0])
+        kubelet_root, cdi_root = str(rn.kubelet_root), str(rn.cdi_dir)
+    docs = driver_manifests.render_driver_manifests(DRIVER_IMAGE, kubelet_root, cdi_root=cdi_root)
+    driver_manifests.for_embedded(docs, state.ports["apiserver"], state.spec.gpus_per_node)
+    driver_manifests.apply(kube, docs)
+
+    def whole(slices: list[Obj]) -> bool:
+        per_node: dict[str, int] = {}
+        for s in slices:
+            per_node[s["spec"].get("nodeName", "")] = per_node.get(s["spec"].get("nodeName", ""), 0) + len(s["spec"].get("devices") or [])
+        return all(per_node.get(n) == state.spec.gpus_per_node for n in state.spec.all_node_names())
+
+    watch_until(kube, rest.PODS, lambda pods: len([p for p in pods if p["status"].get("phase") == "Running"])
+                == len(state.spec.all_node_names()), 180, "the driver DaemonSet's pods to run on every node",
+                namespace=driver_manifests.NAMESPACE)
+    watch_until(kube, rest.RESOURCE_SLICES, whole, 120, "every node's slices, the DaemonSet's included",
+                field_selector=f"spec.driver={DRIVER_NAME}")
+
+
+def _install_other_driver(kube: Kube, kwok: list[str]) -> None:
+    """Another vendor's plugin: same generic labels, its own class and slice; never ours to touch."""
+    kube.create(rest.NAMESPACES, {"metadata": {"name": OTHER_NAMESPACE}})
+    labels = {**GENERIC_LABELS, "app.kubernetes.io/name": "other-dra-driver"}
+    kube.create(rest.DAEMON_SETS, {
+        "metadata": {"name": "other-dra-driver-kubeletplugin", "labels": labels},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"type": "kwok"},
+            "containers": [{"name": "plugin", "image": "registry.k8s.io/pause:3.10"}]}}},
+    }, OTHER_NAMESPACE)
+    kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": OTHER_DRIVER},
+                                      "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{OTHER_DRIVER}'"}}]}})
+    kube.create(rest.RESOURCE_SLICES, {
+        "metadata": {"name": f"{kwok[0]}-other"},
+        "spec": {"driver": OTHER_DRIVER, "nodeName": kwok[0],
+                 "pool": {"name": kwok[0], "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": f"accel-{i}"} for i in range(2)]},
+    })
+    watch_until(kube, rest.PODS, lambda pods: len([p for p in pods if p["status"].get("phase") == "Running"]) == len(kwok),
+                120, "the other driver's plugin pods", namespace=OTHER_NAMESPACE)
+
+
+def _install_tenants(kube: Kube, node: str) -> None:
+    """Two teams with pods holding claims on ``node``, and a PriorityClass and DeviceClass of theirs."""
+    kube.create(rest.PRIORITY_CLASSES, {"metadata": {"name": TENANT_PRIORITY_CLASS}, "value": 1000})
+    kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": TENANT_DEVICE_CLASS}, "spec": {"selectors": [
+        {"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]}})
+    for tenant in TENANTS:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": tenant, "labels": {"team": tenant}}})
+        claim = builders.claim("training", "tenant", [builders.exactly("gpu", DRIVER_NAME)])
+        pod = builders.pod("trainer", "tenant", claims={"gpu": {"claim": "training"}}, labels={"tenant": tenant},
+                           node_name=node, priority_class=TENANT_PRIORITY_CLASS)
+        for body in (claim, pod):
+            body["metadata"]["labels"].pop(RUN_LABEL)  # not the harness's
+        kube.create(rest.RESOURCE_CLAIMS, claim, tenant)
+        kube.create(rest.PODS, pod, tenant)
+    for tenant in TENANTS:
+        watch_until(kube, rest.PODS, lambda pods: bool(pods) and pods[0]["status"].get("phase") == "Running", 90,
+                    f"{tenant}'s pod to run", namespace=tenant)
+
+
+def _serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path) -> Path:
+    """A ServiceAccount bound to exactly the roles in deploy/rbac, and a kubeconfig holding its token."""
+    roles = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    apply_all(kube, roles)
+    kube.create(rest.NAMESPACES, {"metadata": {"name": CI_NAMESPACE}})
+    kube.create(rest.SERVICE_ACCOUNTS, {"metadata": {"name": "dra-harness"}}, CI_NAMESPACE)
+    subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": CI_NAMESPACE}]
+    for role in roles:
+        name = role["metadata"]["name"]
+        if role["kind"] not in ("ClusterRole", "Role") or name == NAMESPACE_ROLE:
+            continue  # the policy binds itself; the namespace role is the harness's to bind, per namespace
+        if role["kind"] == "ClusterRole":
+            kube.create(CLUSTER_ROLE_BINDINGS, {"metadata": {"name": f"ci-{name}"}, "subjects": subject,
+                                                "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": name}})
+        else:
+            kube.create(ROLE_BINDINGS, {"metadata": {"name": f"ci-{name}"}, "subjects": subject,
+                                        "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "Role", "name": name}},
+                        role["metadata"]["namespace"])
+    token = kube.request("POST", rest.SERVICE_ACCOUNTS.path(CI_NAMESPACE, "dra-harness", "token"), {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 7200},
+    })["status"]["token"]
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "ci",
+        "clusters": [{"name": "staging", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "dra-harness", "user": {"token": token}}],
+        "contexts": [{"name": "ci", "context": {"cluster": "staging", "user": "dra-harness"}}],
+    }))
+    return path
+
+
+def others(kube: Kube) -> dict[str, Any]:
+    """Everything on the twin that is not the harness's, by UID and spec, plus node state.
+
+    The driver's own plugin pods are left out: a disruptive run may replace them (that is
+    its job); their DaemonSet is in.
+    """
+    out: dict[str, Any] = {}
+    for ns in (*TENANTS, OTHER_NAMESPACE, CI_NAMESPACE):
+        for res in (rest.PODS, rest.RESOURCE_CLAIMS, rest.DAEMON_SETS, rest.SERVICE_ACCOUNTS):
+            for o in kube.list(res, ns):
+                out[f"{res.kind}/{ns}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec"))
+    for o in kube.list(rest.DAEMON_SETS, driver_manifests.NAMESPACE):
+        out[f"DaemonSet/{driver_manifests.NAMESPACE}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec"))
+    for res in (rest.PRIORITY_CLASSES, rest.DEVICE_CLASSES):
+        for o in kube.list(res):
+            if RUN_LABEL not in (o["metadata"].get("labels") or {}):
+                out[f"{res.kind}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec", o.get("value")))
+    for n in kube.list(rest.NODES):
+        labels = {k: v for k, v in (n["metadata"].get("labels") or {}).items()}
+        taints = [t for t in n["spec"].get("taints") or [] if not t["key"].startswith("node.kubernetes.io/")]
+        out[f"Node/{n['metadata']['name']}"] = (n["metadata"]["uid"], bool(n["spec"].get("unschedulable")), labels, taints)
+    return out
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two :func:`others` snapshots, one line each."""
+    lines = [f"gone: {k}" for k in sorted(set(before) - set(after))]
+    lines += [f"new: {k}" for k in sorted(set(after) - set(before))]
+    lines += [f"changed: {k}" for k in sorted(set(before) & set(after)) if before[k] != after[k]]
+    return lines
+
+
+def leftovers(kube: Kube) -> list[str]:
+    """Anything a run of the harness may create that is still there (every run, any run id)."""
+    left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)]
+    for res in (rest.PRIORITY_CLASSES, rest.DEVICE_CLASSES, rest.RESOURCE_SLICES):
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=RUN_LABEL)]
+    taints = rest.served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+    if taints is not None:
+        left += [f"DeviceTaintRule/{o['metadata']['name']}" for o in kube.list(taints)]
+    from dra_harness.providers.lock import LEASES
+
+    left += [f"Lease/{o['metadata']['name']}" for o in kube.list(LEASES, "default", label_selector=RUN_LABEL)]
+    # Node labels and taints are compared whole by :func:`others`; here only a run's own label.
+    left += [f"label {RUN_LABEL} on node {n['metadata']['name']}" for n in kube.list(rest.NODES, label_selector=RUN_LABEL)]
+    return left

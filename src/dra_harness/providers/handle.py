@@ -1,0 +1,360 @@
+"""One handle on the cluster under test: API access, what it should hold, what we may do to it.
+
+Suites get a :class:`ClusterHandle` whatever the provider: the embedded cluster
+(``local``) adds provider actions such as stopping a node's driver; an ``existing``
+cluster offers none of them, and suites that need one skip with that reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from kubernetes import client
+
+from dra_harness.providers import profiles
+from dra_harness.providers.lock import LEASES
+from dra_harness.components import catalog
+from dra_harness.providers.hardware import Hardware, devices_by_node, load_hardware
+from dra_harness.kube import builders, rest
+from dra_harness.kube.client import connect
+from dra_harness.kube.pods import allocated_devices, pod_ready
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import WaitError, watch_until
+from dra_harness.labels import KEPT_LABEL, run_selector
+from dra_harness.providers.embedded.cluster import (
+    DRIVER_NAME,
+    KWOK_ANNOTATION,
+    ClusterSpec,
+    LocalCluster,
+    all_clusters,
+    owner_alive,
+)
+from dra_harness.providers.profiles import DriverProfile
+
+T = TypeVar("T")
+#: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
+#: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
+_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
+
+
+def _cluster_scoped(kube: Kube) -> list[rest.Resource]:
+    taints = rest.served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+    return [*_CLUSTER_SCOPED, *([taints] if taints else [])]
+
+
+@dataclass
+class ClusterHandle:
+    provider: str
+    kube: Kube
+    kubeconfig: Path
+    run_id: str
+    expected: Hardware
+    profile: DriverProfile
+    local: LocalCluster | None = None
+    notes: list[str] = field(default_factory=list)
+    shell_image: str | None = None
+    #: Where ``expected`` comes from: the user's file, the hardware the harness itself configured
+    #: (provider), or what the cluster published at the start (observed: the cluster under test
+    #: is its own baseline, so inventory checks against it establish nothing).
+    expected_source: Literal["file", "provider", "observed"] = "provider"
+
+    @property
+    def driver(self) -> str:
+        return self.profile.driver
+
+    @property
+    def device_class(self) -> str:
+        return self.profile.device_class
+
+    def typed(self, api: type[T]) -> T:
+        """A generated typed API (e.g. ``kubernetes.client.ResourceV1Api``) on this cluster's connection.
+
+        Suites use the dict-based :attr:`kube` so that fields newer than the client
+        library still show up in evidence; typed APIs are here for user extensions.
+        """
+        return api(client.ApiClient(self.kube.configuration))
+
+    # -- creating objects (all carry the run label) ------------------------------------
+    def request(self, name: str = "gpu", count: int = 1, selectors: list[str] | None = None, **kw) -> dict:
+        """An ``exactly`` request for devices of the profile's DeviceClass."""
+        return builders.exactly(name, kw.pop("device_class", self.device_class), count, selectors, **kw)
+
+    def template(self, namespace: str, name: str, *requests: dict, **kw) -> dict:
+        body = builders.claim_template(name, self.run_id, list(requests) or [self.request()], **kw)
+        return self.kube.create(rest.RESOURCE_CLAIM_TEMPLATES, body, namespace)
+
+    def claim(self, namespace: str, name: str, *requests: dict, **kw) -> dict:
+        body = builders.claim(name, self.run_id, list(requests) or [self.request()], **kw)
+        return self.kube.create(rest.RESOURCE_CLAIMS, body, namespace)
+
+    def pod(self, namespace: str, name: str, template: str | None = None, claim: str | None = None, **kw) -> dict:
+        """A pod using one template claim or one shared claim (pod-level name ``gpu``), or ``claims=``."""
+        claims = kw.pop("claims", None) or (
+            {"gpu": {"template": template}} if template else {"gpu": {"claim": claim}} if claim else {}
+        )
+        return self.kube.create(rest.PODS, builders.pod(name, self.run_id, claims=claims, **kw), namespace)
+
+    # -- reading the cluster's devices -----------------------------------------------------
+    def published(self) -> dict[tuple[str, str, str], dict]:
+        """(driver, pool, device) -> {"node", "device"} for every device of the profile's driver."""
+        out = {}
+        for s in self.kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={self.driver}"):
+            for d in s["spec"].get("devices") or []:
+                out[(self.driver, s["spec"]["pool"]["name"], d["name"])] = {"node": s["spec"].get("nodeName"), "device": d}
+        return out
+
+    def allocations(self) -> dict[tuple[str, str, str], list[str]]:
+        """Device -> every claim (``ns/name``) in the cluster whose allocation holds it."""
+        held: dict[tuple[str, str, str], list[str]] = {}
+        for c in self.kube.list(rest.RESOURCE_CLAIMS):
+            for dev in allocated_devices(c):
+                held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
+        return held
+
+    @property
+    def controls_driver(self) -> bool:
+        """Whether the harness itself starts and stops the driver (the embedded cluster's plugin
+        processes). Elsewhere a DaemonSet replaces a stopped driver within seconds, so checks that
+        need the driver to *stay* gone cannot run there."""
+        return self.local is not None
+
+    def driver_pods(self, node: str | None = None) -> list[dict] | None:
+        """The pods of the driver's kubelet-plugin DaemonSet (on ``node``), found by owner.
+
+        None when the profile names no DaemonSet or it does not exist: then the harness cannot
+        tell which pods are the driver's, and never guesses from a label other drivers share.
+        """
+        namespace, name = self.profile.driver_daemonset
+        if not name:
+            return None
+        try:
+            daemonset = self.kube.get(rest.DAEMON_SETS, name, namespace)
+        except rest.NotFound:
+            return None
+        uid = daemonset["metadata"]["uid"]
+        pods = self.kube.list(rest.PODS, namespace, field_selector=f"spec.nodeName={node}" if node else None)
+        return [p for p in pods if any(o.get("uid") == uid and o.get("controller")
+                                       for o in p["metadata"].get("ownerReferences") or [])]
+
+    def driver_running(self, node: str) -> bool | None:
+        """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod
+        of its DaemonSet. None when it cannot be told (no DaemonSet known)."""
+        if self.local is not None:
+            tracked = self.local.supervisor.get(f"driver-{node}")
+            return tracked is not None and tracked.alive()
+        pods = self.driver_pods(node)
+        if pods is None:
+            return None
+        return any(pod_ready(p) for p in pods)
+
+    def device_taint_rules(self) -> rest.Resource | None:
+        """DeviceTaintRule of the newest served version, or None where none is served."""
+        return rest.served(self.kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+
+    def schedulable_nodes(self) -> list[str]:
+        """Nodes the scheduler may place new pods on (not cordoned), sorted."""
+        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable"))
+
+    def runs_containers(self) -> bool:
+        """Whether any node runs real containers (a kubelet, not KWOK)."""
+        return bool(self.container_nodes())
+
+    def container_nodes(self) -> list[str]:
+        """Nodes that run real containers (a kubelet, not KWOK), sorted."""
+        return sorted(
+            n["metadata"]["name"] for n in self.kube.list(rest.NODES)
+            if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {})
+        )
+
+    @property
+    def probe_image(self) -> str:
+        """An image with a shell for container-level checks: ``--shell-image`` (an air-gapped
+        cluster's mirror), else the one imported on the embedded cluster's real nodes, else busybox."""
+        from dra_harness.checks.incontainer import PUBLIC_PROBE_IMAGE
+        from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
+
+        if self.shell_image:
+            return self.shell_image
+        return WORKLOAD_IMAGE if self.local is not None else PUBLIC_PROBE_IMAGE
+
+    def server_version(self) -> str:
+        return self.kube.request("GET", "/version")["gitVersion"]
+
+    def create_namespace(self, name: str, labels: dict[str, str]) -> None:
+        """A namespace of this run. On a cluster the harness did not create, it then binds itself
+        ``dra-harness-namespace`` there (deploy/rbac): its writes are granted per namespace it
+        owns, never cluster-wide."""
+        self.kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": labels}})
+        if self.local is None:
+            grant_namespace_role(self.kube, name)
+
+    def delete_namespace(self, name: str) -> None:
+        """Free a test's devices now and delete its namespace in the background.
+
+        The namespace controller waits a fixed 5 s before deleting any content, so
+        workloads, pods and claims are deleted directly first; :func:`sweep_run` waits for
+        the namespaces themselves once, at the end of the run.
+        """
+        for res in (rest.DEPLOYMENTS, rest.JOBS):
+            self.kube.delete_collection(res, name)
+        self.kube.delete_collection(rest.PODS, name, grace_seconds=0)
+        self.kube.delete_collection(rest.RESOURCE_CLAIMS, name)
+        self.kube.delete(rest.NAMESPACES, name)
+
+    def wait_until_quiet(self, timeout: float = 120.0) -> None:
+        """Wait until no claim of this run holds a device (claims in kept namespaces aside)."""
+        kept = {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")}
+
+        def holding(claims: list[dict]) -> list[dict]:
+            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")]
+
+        watch_until(self.kube, rest.RESOURCE_CLAIMS, lambda claims: not holding(claims), timeout,
+                    f"claims of earlier tests of run {self.run_id} to release their devices",
+                    label_selector=run_selector(self.run_id),
+                    why=lambda claims: "still allocated: " + ", ".join(
+                        f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
+
+
+#: The ClusterRole with a test's in-namespace writes, bound by the harness in each namespace it creates.
+NAMESPACE_ROLE = "dra-harness-namespace"
+ROLE_BINDINGS = rest.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
+
+
+def grant_namespace_role(kube: Kube, namespace: str, timeout: float = 15.0) -> None:
+    """Bind :data:`NAMESPACE_ROLE` to ourselves in ``namespace`` and wait until it takes effect.
+
+    An identity that may not bind it (no ``bind`` on that role) but already may write there
+    (cluster-admin) is fine: what matters is that a pod may be created, which is asked of the
+    API server (SelfSubjectAccessReview) rather than assumed.
+    """
+    user = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})["status"]["userInfo"]
+    try:
+        kube.create(ROLE_BINDINGS, {
+            "metadata": {"name": "dra-harness"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAMESPACE_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user["username"]}],
+        }, namespace)
+    except rest.ApiError as e:
+        if e.status not in (403, 404):  # 404: the role is not installed; an admin needs none
+            raise
+    end = time.monotonic() + timeout
+    while True:
+        review = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "pods"}}})
+        if review["status"].get("allowed"):
+            return
+        if time.monotonic() > end:
+            raise rest.ApiError(403, "Forbidden", f"{user['username']} may not create pods in its own namespace "
+                                f"{namespace}: bind the roles in deploy/rbac/dra-harness.yaml ({NAMESPACE_ROLE} "
+                                "needs the `bind` grant of role dra-harness)")
+        time.sleep(0.2)
+
+
+def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:
+    """Delete everything labelled with ``run_id`` (kept namespaces aside) and wait until it is gone.
+
+    Called once per run by the process that owns it (never by an xdist worker, whose
+    session may end while other workers' tests still run). Returns what is still there
+    after ``timeout`` (normally nothing).
+    """
+    selector = run_selector(run_id, include_kept=False)
+    # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
+    kinds = [(res, None) for res in _cluster_scoped(kube)[::-1]] + [(LEASES, lease_namespace)]
+    for res, namespace in kinds:
+        for obj in _ours(kube, res, namespace, selector):
+            kube.delete(res, obj["metadata"]["name"], namespace)
+    for ns in kube.list(rest.NAMESPACES, label_selector=selector):
+        kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
+    try:
+        watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
+                    f"namespaces of run {run_id} to be deleted", label_selector=selector)
+    except WaitError:
+        pass
+    left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
+    for res, namespace in kinds:
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, selector)]
+    return left
+
+
+def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
+    """Objects of ``res`` carrying the run's label; none where we may not list them (then we
+    could not have created any either: the roles grant create only with list)."""
+    try:
+        return kube.list(res, namespace, label_selector=selector)
+    except rest.ApiError as e:
+        if e.status in (403, 404):
+            return []
+        raise
+
+
+def open_existing(
+    kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None, driver: str | None
+) -> ClusterHandle:
+    kube = connect(kubeconfig, context)
+    profile = profiles.by_name(driver) if driver else profiles.detect(kube)
+    expected = load_hardware(expected_file) if expected_file else _observed_hardware(kube, profile)
+    path = Path(kubeconfig) if kubeconfig else Path("~/.kube/config")
+    return ClusterHandle("existing", kube, path, run_id, expected, profile,
+                         expected_source="file" if expected_file else "observed")
+
+
+def _observed_hardware(kube: Kube, profile: DriverProfile) -> Hardware:
+    """Without an expected-hardware file, the nodes that publish now define the baseline."""
+    slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={profile.driver}")
+    nodes = {n: len(d) for n, d in devices_by_node(slices, profile.driver).items()}
+    return Hardware(driver=profile.driver, device_class=profile.device_class, nodes=nodes)
+
+
+def local_hardware(spec: ClusterSpec) -> Hardware:
+    """What the embedded cluster's example driver publishes."""
+    return Hardware(
+        driver=DRIVER_NAME,
+        device_class=DRIVER_NAME,
+        nodes={n: spec.gpus_per_node for n in spec.all_node_names()},
+        attributes={"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"},
+        capacity={"memory": "80Gi"},
+    )
+
+
+def open_local(
+    name: str,
+    run_id: str,
+    expected_file: str | None,
+    owner_pid: int,
+    k8s_version: str | None,
+    nodes: int,
+    gpus_per_node: int,
+    real_nodes: int = 0,
+) -> ClusterHandle:
+    """Reuse this run's embedded cluster, or bring it up (removing stale ones first)."""
+    for stale in all_clusters():
+        if not owner_alive(stale):
+            stale.down()
+    cluster = LocalCluster(name)
+    if cluster.state() is None or not cluster.kubeconfig.exists():
+        spec = ClusterSpec(
+            name=name,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            k8s_version=k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
+            owner_pid=owner_pid,
+            real_nodes=real_nodes,
+        )
+        started = time.monotonic()
+        cluster.down()
+        cluster.up(spec)
+        note = f"embedded cluster {name} up in {time.monotonic() - started:.1f}s"
+    else:
+        note = f"reusing embedded cluster {name}"
+    state = cluster.state()
+    assert state is not None
+    expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
+    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, profiles.by_name(DRIVER_NAME), local=cluster,
+                           expected_source="file" if expected_file else "provider")
+    handle.notes.append(note)
+    return handle
