@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from dra_harness.providers.handle import ClusterHandle, local_hardware
+from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
+from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.diagnose import diagnose
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
@@ -30,8 +31,8 @@ from dra_harness.providers.profiles import by_name
 
 @pytest.fixture
 def handle(small_cluster):
-    h = ClusterHandle("local", small_cluster.kube(), small_cluster.kubeconfig, "controls",
-                      local_hardware(small_cluster.state().spec), by_name("example"), local=small_cluster)
+    h = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+                      local_hardware(small_cluster.state().spec), by_name("example"))
     h.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls"}})
     return h
 
@@ -66,7 +67,7 @@ def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_dia
     assert "0 free" in by_pod["starved"].message and "controls/hog-0-gpu-" in by_pod["starved"].message
     assert by_pod["starved"].details["matching"] == total
 
-    cli = subprocess.run([sys.executable, "-m", "dra_harness.cli.app", "diagnose", "-n", ns, f"--kubeconfig={handle.kubeconfig}"],
+    cli = subprocess.run([sys.executable, "-m", "dra_harness.cli", "diagnose", "-n", ns, f"--kubeconfig={handle.kubeconfig}"],
                          capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     lines = sorted(cli.stdout.splitlines())
@@ -79,8 +80,8 @@ def test_a_missing_device_class_and_missing_slices_are_named(handle):
     handle.pod(ns, "ghost", template="ghost")
     wait_unschedulable(handle.kube, ns, "ghost")
     # Every driver down and its slices gone: the class matches nothing that is published.
-    for node in handle.local.state().spec.node_names():
-        handle.local.stop_driver(node)
+    for node in handle.embedded.state().spec.node_names():
+        handle.embedded.stop_driver(node)
     for s in handle.kube.list(rest.RESOURCE_SLICES):
         handle.kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
     handle.pod(ns, "no-slices", template=handle.template(ns, "plain")["metadata"]["name"])
@@ -102,7 +103,7 @@ def test_a_device_forced_into_two_claims_fails_the_uniqueness_check(handle):
     handle.kube.replace_status(rest.RESOURCE_CLAIMS, intruder)
     assert allocated_devices(handle.kube.get(rest.RESOURCE_CLAIMS, "intruder", ns)) == allocated_devices(victim)
 
-    out = run_suite(handle.local, "suites/test_sharing.py::test_pods_using_templates_never_share_a_device")
+    out = run_suite(handle.embedded, "suites/test_sharing.py::test_pods_using_templates_never_share_a_device")
     assert out.returncode == 1, out.stdout[-2000:]
     assert "is allocated to 2 claims" in out.stdout and "controls/intruder" in out.stdout
 
@@ -117,7 +118,7 @@ def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(
         "    wait_running(cluster.kube, namespace, 'stuck', timeout=3)\n"
     )
     report = tmp_path / "report"
-    out = run_suite(handle.local, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.")
+    out = run_suite(handle.embedded, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.")
     assert out.returncode == 1, out.stdout[-2000:]
     assert "timed out after 3s waiting for pod" in out.stdout, out.stdout[-3000:]
     dumps = list((report / "failures").glob("*.json"))

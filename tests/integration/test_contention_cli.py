@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "dra_harness.cli.app"]
+CLI = [sys.executable, "-m", "dra_harness.cli"]
 CONTRACT = {"scenario", "design", "k8s_version", "jobs_total", "jobs_completed", "jobs_lost", "wall_s",
             "time_compression", "tiers", "utilisation", "idle_reserved_device_s", "preemption_probe", "plots"}
 

@@ -19,7 +19,9 @@ import time
 
 import pytest
 
-from dra_harness.providers.handle import ClusterHandle, local_hardware
+from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
+from dra_harness.providers.existing import ExistingProvider
+from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.disruption import DisruptionRefused, Disruptor
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
@@ -50,8 +52,8 @@ def test_slices_of_a_driver_that_is_gone_are_flagged_stale(small_cluster):
 
 
 def test_a_drain_blocked_by_a_pdb_is_reported_within_its_deadline(small_cluster):
-    handle = ClusterHandle("local", small_cluster.kube(), small_cluster.kubeconfig, "controls",
-                           local_hardware(small_cluster.state().spec), by_name("example"), local=small_cluster)
+    handle = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+                           local_hardware(small_cluster.state().spec), by_name("example"))
     kube, ns = handle.kube, "controls"
     kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
     handle.template(ns, "gpu")
@@ -114,7 +116,7 @@ def _fake_daemonset_driver(small_cluster, other_vendor: bool = False):
     replacement) run against a real DaemonSet controller.
     """
     profile = dataclasses.replace(by_name("example"), driver_daemonset=("drivers", "fake-plugin"))
-    handle = ClusterHandle("existing", small_cluster.kube(), small_cluster.kubeconfig, "controls",
+    handle = ClusterHandle(ExistingProvider({"kubeconfig": str(small_cluster.kubeconfig)}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
                            local_hardware(small_cluster.state().spec), profile)
     kube = handle.kube
     kube.create(rest.NAMESPACES, {"metadata": {"name": "drivers"}})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "dra_harness.cli.app"]
+CLI = [sys.executable, "-m", "dra_harness.cli"]
 ENGINE_DOWN = (
     "#!/bin/sh\n"
     "echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2\n"

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_harness.providers.handle import open_existing
+from dra_harness.providers.existing import open_kubeconfig
+from dra_harness.providers.kind.session import KindProvider
 from dra_harness.components import catalog
 from dra_harness.providers.kind import provider
 from dra_harness.kube import rest
@@ -83,7 +84,7 @@ def test_up_creates_loads_installs_and_waits_then_down_deletes(stand_ins, cluste
         assert f"--version {catalog.EXAMPLE_DRIVER_VERSION}" in helm and f"--kubeconfig {kubeconfig}" in helm
         assert kubeconfig.read_text() == Path(cluster.kubeconfig).read_text() and oct(kubeconfig.stat().st_mode)[-3:] == "600"
         # From here on it is the existing-cluster path, on a real API server.
-        handle = open_existing(str(kubeconfig), None, cluster.run_id, None, None)
+        handle = open_kubeconfig(KindProvider({"cluster_name": name}, cluster.run_id), str(kubeconfig), None)
         assert handle.profile.name == "example" and sum(handle.expected.nodes.values()) >= 16
         # A second up reuses the cluster (no second create); a finished up is marked ready.
         assert provider.is_ready(name)

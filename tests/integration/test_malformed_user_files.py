@@ -297,7 +297,7 @@ def test_a_report_dir_that_is_a_file_fails_the_cli_in_one_line(tmp_path):
 def test_the_cli_as_a_process_prints_one_line_and_exits_non_zero(tmp_path, kind, m):
     k = KINDS[kind]
     path, named = _malformed(tmp_path, k, m)
-    out = process([sys.executable, "-m", "dra_harness.cli.app", *k.cli(path, tmp_path)])
+    out = process([sys.executable, "-m", "dra_harness.cli", *k.cli(path, tmp_path)])
     assert out.code == 2
     assert_one_line(out, named, m.says(k))
 

@@ -32,7 +32,7 @@ FAIL_RED = (0xCF, 0x22, 0x2E)
 
 
 def _harness(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dra_harness.cli.app", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "dra_harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,7 @@ def _leaks(files: list[Path], secrets: list[str]) -> list[str]:
 def test_an_interrupted_run_leaves_a_report_marked_incomplete(binaries, tmp_path):
     out = tmp_path / "run"
     log = tmp_path / "stdout"
-    proc = subprocess.Popen([sys.executable, "-m", "dra_harness.cli.app", "run", "--report-dir", str(out), "--nodes", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "dra_harness.cli", "run", "--report-dir", str(out), "--nodes", "1",
                              "--gpus-per-node", "2"], cwd=ROOT, stdout=log.open("w"), stderr=(tmp_path / "stderr").open("w"))
     try:
         deadline = time.monotonic() + 180

@@ -59,7 +59,7 @@ def _start(argv: list[str], tmp_path: Path) -> subprocess.Popen:
 def test_killing_dra_harness_run_ends_its_pytest_and_removes_the_runs_objects(small_cluster, tmp_path):
     kube = small_cluster.kube()
     locks_before = _lock_dirs()
-    runner = _start(["dra_harness.cli.app", "run", "--cluster", "existing", "--kubeconfig", str(small_cluster.kubeconfig),
+    runner = _start(["dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(small_cluster.kubeconfig),
                      "--report-dir", str(tmp_path / "run"), "-k", "allocation"], tmp_path)
     try:
         pytest_pid = _wait_for("the run's pytest", lambda: next(iter(_children(runner.pid)), None), 60)

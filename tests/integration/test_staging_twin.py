@@ -59,7 +59,7 @@ def twin(binaries, tmp_path_factory):
 def _run(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "dra_harness.cli.app", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
+        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
          "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
          "--ignore=suites/test_contention.py", f"--shell-image={WORKLOAD_IMAGE}", *extra],
         capture_output=True, text=True, timeout=1500, cwd=ROOT)

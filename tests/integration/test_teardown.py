@@ -70,7 +70,7 @@ def test_the_watchdog_removes_the_cluster_when_its_owner_is_killed(binaries):
 def test_down_all_finds_processes_whose_pid_files_were_lost(binaries, tmp_path, monkeypatch):
     # A private state root: `down --all` must not take the test session's own cluster with it.
     monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path / "clusters"))
-    cli = [sys.executable, "-m", "dra_harness.cli.app"]
+    cli = [sys.executable, "-m", "dra_harness.cli"]
     name = "it-stale"
     up = subprocess.run([*cli, "cluster", "up", "--name", name, "--nodes", "1", "--gpus-per-node", "1"], capture_output=True, text=True, timeout=300)
     cluster = LocalCluster(name)
@@ -90,7 +90,7 @@ def test_ctrl_c_during_up_leaves_nothing(binaries, tmp_path, monkeypatch):
     monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path / "clusters"))
     cluster = LocalCluster("it-interrupted")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dra_harness.cli.app", "cluster", "up", "--name", cluster.name, "--nodes", "2"],
+        [sys.executable, "-m", "dra_harness.cli", "cluster", "up", "--name", cluster.name, "--nodes", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -123,7 +123,7 @@ def test_down_all_removes_a_runtime_dir_whose_state_is_gone_and_never_a_look_ali
         os.chmod(planted, 0o777)
         (planted / rundir.MARKER).write_text(str(root / "it-orphan"))
         assert [c.name for c in all_clusters()] == ["it-orphan"]
-        down = subprocess.run([sys.executable, "-m", "dra_harness.cli.app", "cluster", "down", "--all"],
+        down = subprocess.run([sys.executable, "-m", "dra_harness.cli", "cluster", "down", "--all"],
                               capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
         assert not orphan.exists()

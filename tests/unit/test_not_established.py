@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dra_harness.providers import handle as cluster_handle
+from dra_harness.providers import existing
 from dra_harness.providers.hardware import Hardware
 from dra_harness.report import write_report
 from dra_harness.report.results import NOT_ESTABLISHED, established
@@ -83,10 +83,11 @@ def test_allure_shows_a_not_established_check_as_unknown_not_passed(tmp_path):
 
 
 def test_an_existing_cluster_without_a_hardware_file_is_its_own_baseline(monkeypatch):
-    monkeypatch.setattr(cluster_handle, "connect", lambda kubeconfig, context: object())
-    monkeypatch.setattr(cluster_handle, "_observed_hardware",
+    monkeypatch.setattr(existing, "connect", lambda kubeconfig, context: object())
+    monkeypatch.setattr(existing, "observed_hardware",
                         lambda kube, profile: Hardware(driver=profile.driver, device_class=profile.device_class, nodes={}))
-    observed = cluster_handle.open_existing("kc", None, "r1", None, "example")
+    observed = existing.ExistingProvider({"kubeconfig": "kc", "driver": "example"}, "r1").open(owner_pid=0)
     assert observed.expected_source == "observed"
-    from_file = cluster_handle.open_existing("kc", None, "r1", str(HARDWARE_FILE), "example")
+    from_file = existing.ExistingProvider({"kubeconfig": "kc", "driver": "example", "expected_hardware": str(HARDWARE_FILE)},
+                                          "r1").open(owner_pid=0)
     assert from_file.expected_source == "file"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dra_harness import providers
 from dra_harness.cli import runner
 from dra_harness.cli.app import main
 from dra_harness.report import write_report
@@ -62,8 +63,9 @@ def test_run_refuses_an_unmarked_directory_before_any_build_or_cluster_work(tmp_
         raise AssertionError("cluster or build work started before the report directory was checked")
 
     monkeypatch.setattr(runner.builder, "build_all", started)
-    monkeypatch.setattr(runner, "LocalCluster", started)
-    monkeypatch.setattr(runner, "connect", started)
+    for cls in providers.registry().values():  # reaching, building or starting any cluster
+        for method in ("check_inputs", "prepare", "open", "connect"):
+            monkeypatch.setattr(cls, method, started)
     (tmp_path / "notes.txt").write_text("mine")
     for provider in ("local", "existing", "kind"):
         result = CliRunner().invoke(main, ["run", "--cluster", provider, "--report-dir", str(tmp_path)])

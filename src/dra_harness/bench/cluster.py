@@ -75,7 +75,7 @@ def cold_build_bench(k8s_version: str, console: Console) -> None:
         }
         started = time.monotonic()
         code = subprocess.call(
-            [sys.executable, "-m", "dra_harness.cli.app", "components", "build", "--k8s-version", k8s_version], env=env
+            [sys.executable, "-m", "dra_harness.cli", "components", "build", "--k8s-version", k8s_version], env=env
         )
         took = time.monotonic() - started
         du = subprocess.run(["du", "-sh", tmp], capture_output=True, text=True).stdout.split()[0]

@@ -77,7 +77,7 @@ class Disruptor:
     deleted_pods: set[str] = field(default_factory=set)
 
     def check(self, node: str) -> None:
-        if self.cluster.provider != "local" and not self.allowed:
+        if self.cluster.provider.outlives_run and not self.allowed:
             raise DisruptionRefused(f"refusing to disrupt {node}: pass --allow-disruptive to touch an existing cluster")
         labels = self.cluster.kube.get(rest.NODES, node)["metadata"].get("labels", {})
         if labels.get(DISRUPTABLE_LABEL) != "true":
@@ -98,8 +98,7 @@ class Disruptor:
             return
         self.stopped.add(node)
         if self.cluster.controls_driver:
-            assert self.cluster.local is not None
-            self.cluster.local.stop_driver(node, kill=kill)
+            self.cluster.provider.stop_driver(node, kill)
             return
         pods = self.cluster.driver_pods(node)
         namespace, name = self.cluster.profile.driver_daemonset
@@ -115,8 +114,7 @@ class Disruptor:
     def start_driver(self, node: str) -> None:
         """Embedded cluster: start the plugin process. Elsewhere the DaemonSet does it."""
         if self._do(node, "start driver on") and self.cluster.controls_driver:
-            assert self.cluster.local is not None
-            self.cluster.local.start_driver(node)
+            self.cluster.provider.start_driver(node)
 
     def _replacement_ready(self, node: str) -> bool:
         """A driver pod on ``node`` that is not one deleted here is Ready."""
@@ -200,20 +198,20 @@ class Disruptor:
         """``("", seconds until slices were complete, seconds until a replacement pod was Ready)``
         once the driver has stayed up 1 s and the node's slices hold ``expected`` devices;
         ``(why not, 0, ...)`` otherwise. The pod time is None where the driver is a process."""
-        local = self.cluster.local if self.cluster.controls_driver else None
+        held = self.cluster.controls_driver
         end = time.monotonic() + deadline
         started = time.monotonic()
         complete_at = ready_at = None
         devices = 0
         while time.monotonic() < end:
-            if local is not None and not self.cluster.driver_running(node):
+            if held and not self.cluster.driver_running(node):
                 return (f"the driver on {node} did not come back: its process exited; last log lines:\n"
-                        f"{local.supervisor.log_tail(f'driver-{node}', 5)}"), 0.0, None
-            if local is None and not self._replacement_ready(node):
+                        f"{self.cluster.provider.driver_log(node, 5)}"), 0.0, None
+            if not held and not self._replacement_ready(node):
                 complete_at = None  # the DaemonSet's replacement pod is not Ready yet
                 time.sleep(0.2)
                 continue
-            if local is None and ready_at is None:
+            if not held and ready_at is None:
                 ready_at = time.monotonic() - started
             slices = self.cluster.kube.list(rest.RESOURCE_SLICES, field_selector=selector)
             devices = len([d for s in slices for d in s["spec"].get("devices") or []])
@@ -222,7 +220,7 @@ class Disruptor:
             if complete_at is not None and time.monotonic() - started >= 1.0:
                 return "", complete_at - started, ready_at
             time.sleep(0.05)
-        if local is None and not self._replacement_ready(node):
+        if not held and not self._replacement_ready(node):
             namespace, name = self.cluster.profile.driver_daemonset
             return (f"the driver on {node} did not come back within {deadline:.0f}s: no Ready replacement pod of "
                     f"DaemonSet {namespace}/{name} on the node"), 0.0, ready_at
@@ -305,9 +303,8 @@ class Disruptor:
 
     def _bring_driver_back(self, node: str, deadline: float) -> None:
         if self.cluster.controls_driver:
-            assert self.cluster.local is not None
             if not self.cluster.driver_running(node):
-                self.cluster.local.start_driver(node)
+                self.cluster.provider.start_driver(node)
         else:
             end = time.monotonic() + deadline
             while not self._replacement_ready(node):

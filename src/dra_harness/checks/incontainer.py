@@ -20,7 +20,6 @@ from dra_harness.kube.rest import Kube
 DONE = "probe-done"
 PROBE_COMMAND = ["sh", "-c", f"env | grep '^GPU_DEVICE' | sort; echo {DONE}; exec sleep 3600"]
 #: Where no locally imported workload image exists (a real cluster), a public busybox.
-PUBLIC_PROBE_IMAGE = "docker.io/library/busybox:1.36"
 _DEVICE_VAR = re.compile(r"^GPU_DEVICE_([A-Z0-9_]+?)=(.*)$")
 
 

@@ -10,38 +10,34 @@ which pytest prints as one ``ERROR:`` line.
 
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 
+from dra_harness.errors import InputError
 from dra_harness.providers.hardware import HardwareFileError, load_hardware
-from dra_harness.kube.client import KubeconfigError, connect
+from dra_harness.kube.client import KubeconfigError
 from dra_harness.kube.rest import ApiError, Unreachable
-from dra_harness.providers.profiles import ProfileError, by_name, detect
-
-
-class InputError(ValueError):
-    """An option whose value is wrong before any file is read (a path of the wrong kind); one line."""
+from dra_harness.providers.base import Provider
+from dra_harness.providers.profiles import ProfileError, by_name
 
 
 #: Everything :func:`check` raises for bad input; anything else is a bug in the harness.
 ERRORS = (InputError, HardwareFileError, KubeconfigError, ProfileError, Unreachable, ApiError)
 
 
-def check(provider: str, kubeconfig: str | None, context: str | None, driver: str | None,
-          expected_hardware: str | None, report_dir: str | None) -> None:
+def check(provider: Provider, report_dir: str | None) -> None:
     """Raise one of :data:`ERRORS` for the first input that cannot work; reach the cluster only when it exists already."""
     if report_dir and Path(report_dir).exists() and not Path(report_dir).is_dir():
         raise InputError(f"--report-dir {report_dir}: is a file, not a directory")
-    if expected_hardware:
-        load_hardware(expected_hardware)
-    if provider == "existing":
-        if not (kubeconfig or os.environ.get("KUBECONFIG")):
-            raise InputError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
-        kube = connect(kubeconfig, context)  # without --kubeconfig: every file KUBECONFIG lists
-        kube.request("GET", "/version", timeout=10)
-        by_name(driver) if driver else detect(kube)
-    elif driver:
+    if provider.options.get("expected_hardware"):
+        load_hardware(provider.options["expected_hardware"])
+    driver = provider.options.get("driver")
+    if driver:
         by_name(driver)
+    daemonset = provider.options.get("driver_daemonset")
+    if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
+        raise InputError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
+    provider.check_inputs()
 
 
 def one_line(e: BaseException) -> str:

@@ -30,63 +30,34 @@ from dra_harness import lifetime
 from dra_harness.checks import failure_evidence
 from dra_harness.plugin import inputs
 from dra_harness.plugin import run_watchdog
-from dra_harness.providers.handle import ClusterHandle, open_existing, open_local, sweep_run
+from dra_harness import providers
+from dra_harness.providers.base import Provider
+from dra_harness.providers.handle import ClusterHandle, sweep_run
 from dra_harness.providers.lock import ClusterLock
-from dra_harness.components.catalog import KUBERNETES_VERSIONS
 from dra_harness.checks.disruption import Disruptor
 from dra_harness.report.evidence import Evidence
-from dra_harness.providers.kind import session as kind_session
 from dra_harness.kube import rest
-from dra_harness.kube.client import KubeconfigError, connect
+from dra_harness.kube.client import KubeconfigError
 from dra_harness.kube.waits import wait_for_object
+from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import rundir
-from dra_harness.providers.embedded.cluster import LocalCluster
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
 _LOCK_DIR_ENV = "DRA_HARNESS_LOCK_DIR"
 _WATCHDOG = pytest.StashKey[subprocess.Popen]()
+#: The run's provider, made from its options in every process of the run.
+PROVIDER = pytest.StashKey[Provider]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dra-harness")
-    group.addoption("--cluster", choices=["local", "existing", "kind"], default="local",
-                    help="local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster")
-    group.addoption("--kubeconfig", default=None, help="kubeconfig of an existing cluster")
-    group.addoption("--context", default=None, help="kubeconfig context of an existing cluster")
-    group.addoption("--driver", default=None,
-                    help="driver profile (example, nvidia) or driver name; detected on existing clusters by default")
-    group.addoption("--driver-daemonset", default=None, metavar="NAMESPACE/NAME",
-                    help="the DaemonSet running the driver's kubelet plugin, when not where its profile says")
-    group.addoption("--k8s-version", default=None, help="Kubernetes version of the embedded cluster")
-    group.addoption("--cluster-name", default=None,
-                    help="use the running embedded cluster of this name (left running at the end)")
-    group.addoption("--nodes", type=int, default=4, help="simulated GPU nodes of the embedded cluster")
-    group.addoption("--gpus-per-node", type=int, default=8, help="devices per node of the embedded cluster")
-    group.addoption("--real-nodes", type=int, default=0,
-                    help="nodes with a real kubelet and containerd in the embedded cluster (root; default 0)")
-    group.addoption("--expected-hardware", default=None,
-                    help="YAML file of the hardware the cluster should publish (default: what the provider started)")
-    group.addoption("--run-id", default=None, help="label value marking every object of this run")
-    group.addoption("--report-dir", default=None, help="directory for evidence.jsonl (and, from the CLI, the reports)")
-    group.addoption("--keep-on-failure", action="store_true",
-                    help="keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection")
-    group.addoption("--tenant-label", default="tenant", help="pod label that names a tenant (sharing audit)")
-    group.addoption("--allow-disruptive", action="store_true",
-                    help=f"on an existing cluster, let disruptive tests restart drivers on, drain and taint nodes labelled {DISRUPTABLE_LABEL}=true")
-    group.addoption("--lease-namespace", default="default",
-                    help="namespace of the Leases through which concurrent runs on one cluster take turns")
-    group.addoption("--dry-run", action="store_true", help="disruptive tests list what they would touch, and touch nothing")
-    group.addoption("--kind-node-image", default=None, help="kind: node image (default kindest/node:v<k8s-version>)")
-    group.addoption("--driver-image", default=None, help="kind: example-driver image (default: built from the Go-built plugin)")
-    group.addoption("--kind-install", choices=["auto", "helm", "manifests"], default="auto",
-                    help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests")
-    group.addoption("--shell-image", default=None,
-                    help="image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
-                         "on an air-gapped cluster, your mirror of it)")
-    group.addoption("--probe-image", default=None,
-                    help="image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)")
+    for o in OPTIONS:  # the one table the CLI uses too
+        if o.is_flag:
+            group.addoption(o.flag, action="store_true", help=o.help)
+        else:
+            group.addoption(o.flag, default=o.default, type=o.type, choices=o.choices, metavar=o.metavar, help=o.help)
 
 
 def _run_id(config: pytest.Config) -> str:
@@ -109,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_LOCK_DIR_ENV] = tempfile.mkdtemp(prefix=f"dra-harness-{run_id}-")
         lifetime.terminate_as_interrupt()  # CI's SIGTERM runs teardown and the sweep, like Ctrl-C
     config._dra_run_id = run_id  # type: ignore[attr-defined]
+    config.stash[PROVIDER] = providers.create({o.dest: config.getoption(o.flag) for o in OPTIONS}, run_id)
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
     if workerinput is None and config.getoption("--report-dir"):
@@ -120,39 +92,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _start_watchdog(config: pytest.Config, run_id: str) -> None:
     """If this process is killed outright, sweep what the run made on a cluster that outlives it."""
-    sweep = config.getoption("--cluster") == "existing"
-    kubeconfig = config.getoption("--kubeconfig")
-    # Without --kubeconfig the watchdog inherits KUBECONFIG (possibly a list) from our environment.
-    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), sweep,
-                                                 str(Path(kubeconfig).resolve()) if kubeconfig else None,
-                                                 config.getoption("--context"), config.getoption("--lease-namespace"))
+    target = config.stash[PROVIDER].watchdog_target()
+    kubeconfig, context = target or (None, None)
+    config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), target is not None,
+                                                 kubeconfig, context, config.getoption("--lease-namespace"))
 
 
 def _check_inputs(config: pytest.Config) -> None:
     """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
-    provider = config.getoption("--cluster")
-    version = config.getoption("--k8s-version")
-    if version and version not in KUBERNETES_VERSIONS:
-        raise pytest.UsageError(f"--k8s-version {version}: choose one of {', '.join(KUBERNETES_VERSIONS)}")
-    name = config.getoption("--cluster-name")
-    if name and (provider == "existing" or provider == "local" and LocalCluster(name).state() is None):
-        raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
-    opt = config.getoption
     try:
-        inputs.check(provider, opt("--kubeconfig"), opt("--context"), opt("--driver"), opt("--expected-hardware"),
-                     opt("--report-dir"))
+        inputs.check(config.stash[PROVIDER], config.getoption("--report-dir"))
     except inputs.ERRORS as e:
         raise pytest.UsageError(inputs.one_line(e)) from None
-    if provider == "kind":
-        kind_session.check_inputs(config)
-    daemonset = config.getoption("--driver-daemonset")
-    if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
-        raise pytest.UsageError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
     config._dra_inputs_ok = True  # type: ignore[attr-defined]
-
-
-def _local_name(config: pytest.Config) -> str:
-    return config.getoption("--cluster-name") or f"run-{_run_id(config)}"
 
 
 def _lock_path(run_id: str, kind: str) -> Path:
@@ -188,24 +140,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _clean_up(config: pytest.Config) -> None:
-    if config.getoption("--cluster") == "local" and not config.getoption("--cluster-name"):
-        LocalCluster(_local_name(config)).down()  # the run's own cluster: everything goes with it
-    elif config.getoption("--cluster") == "kind" and kind_session.owns_cluster(config):
-        if getattr(config, "_dra_inputs_ok", False):
-            kind_session.finish(config, _run_id(config))  # the run's own kind cluster, if it was created
-    elif getattr(config, "_dra_inputs_ok", False):
+    provider = config.stash[PROVIDER]
+    if not getattr(config, "_dra_inputs_ok", False):
+        return  # bad input: nothing was started or created
+    if provider.outlives_run:
         _sweep(config)
+    else:
+        provider.close()  # the run's own cluster, and everything in it
 
 
 def _sweep(config: pytest.Config) -> None:
     """Delete what this run created on a cluster that outlives it."""
     try:
-        if config.getoption("--cluster") == "existing":
-            kube = connect(config.getoption("--kubeconfig"), config.getoption("--context"))  # None: KUBECONFIG
-        elif config.getoption("--cluster") == "kind":
-            kube = connect(kind_session.kubeconfig(config, _run_id(config)))
-        else:
-            kube = LocalCluster(_local_name(config)).kube()
+        kube = config.stash[PROVIDER].connect()
         left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
     except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
         sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
@@ -223,26 +170,9 @@ def run_id(request: pytest.FixtureRequest) -> str:
 def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     """The cluster under test, with typed access and the provider's actions."""
     opt = request.config.getoption
-    expected = opt("--expected-hardware")
-    if opt("--cluster") == "existing":
-        handle = open_existing(opt("--kubeconfig"), opt("--context"), run_id, expected, opt("--driver"))
-    elif opt("--cluster") == "kind":
-        with _locked(run_id, "cluster", fcntl.LOCK_EX):  # one process of the run creates the kind cluster
-            handle = kind_session.open_kind(request.config, run_id)
-    else:
-        name = _local_name(request.config)
-        # One process of the run starts the cluster; the others wait and reuse it.
-        with _locked(run_id, "cluster", fcntl.LOCK_EX):
-            handle = open_local(
-                name,
-                run_id,
-                expected,
-                owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())),
-                k8s_version=opt("--k8s-version"),
-                nodes=opt("--nodes"),
-                gpus_per_node=opt("--gpus-per-node"),
-                real_nodes=opt("--real-nodes"),
-            )
+    # One process of the run creates the cluster (where the provider creates one); the others reuse it.
+    with _locked(run_id, "cluster", fcntl.LOCK_EX):
+        handle = request.config.stash[PROVIDER].open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
     handle.shell_image = opt("--shell-image")
     if opt("--driver-daemonset"):
         namespace, _, name = opt("--driver-daemonset").partition("/")
@@ -283,7 +213,7 @@ def _exclusive(item: pytest.Item) -> bool:
 @pytest.fixture(scope="session")
 def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[ClusterLock | None]:
     """The lock other runs on the same cluster see; None on the run's own embedded cluster."""
-    if cluster.local is not None:
+    if not cluster.provider.outlives_run:
         yield None
         return
     lock = ClusterLock(cluster.kube, run_id, request.config.getoption("--lease-namespace"))
@@ -354,7 +284,7 @@ def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterato
     """Provider actions for a ``disruptive`` test, within the safety rules of :mod:`dra_harness.checks.disruption`."""
     if request.node.get_closest_marker("disruptive") is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses disruptor but is not marked disruptive")
-    if cluster.provider != "local" and not request.config.getoption("--allow-disruptive"):
+    if cluster.provider.outlives_run and not request.config.getoption("--allow-disruptive"):
         pytest.skip(f"disruptive: pass --allow-disruptive to let it touch nodes labelled {DISRUPTABLE_LABEL}=true")
     if request.config.getoption("--dry-run"):
         nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]

@@ -1,1 +1,26 @@
-"""Cluster providers: where the cluster under test comes from, behind one protocol."""
+"""Cluster providers: where the cluster under test comes from, behind one protocol (:mod:`.base`).
+
+The registry below is the one place that maps a ``--cluster`` name to a provider; everything
+else asks the provider what it can do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dra_harness.providers.base import Provider
+
+
+def registry() -> dict[str, type[Provider]]:
+    """``--cluster`` name -> provider class (imported here, late, so that importing one provider never loads all)."""
+    from dra_harness.providers.embedded.provider import EmbeddedProvider
+    from dra_harness.providers.existing import ExistingProvider
+    from dra_harness.providers.kind.session import KindProvider
+
+    return {p.name: p for p in (EmbeddedProvider, ExistingProvider, KindProvider)}
+
+
+def create(options: Mapping[str, Any], run_id: str) -> Provider:
+    """The provider ``options["cluster"]`` names (default: the embedded cluster)."""
+    return registry()[options.get("cluster") or "local"](options, run_id)

@@ -1,8 +1,9 @@
 """One handle on the cluster under test: API access, what it should hold, what we may do to it.
 
-Suites get a :class:`ClusterHandle` whatever the provider: the embedded cluster
-(``local``) adds provider actions such as stopping a node's driver; an ``existing``
-cluster offers none of them, and suites that need one skip with that reason.
+Suites get a :class:`ClusterHandle` whatever the provider; what the provider can do
+(stop a node's driver, add simulated nodes) the handle answers by asking it
+(:class:`~dra_harness.providers.base.Provider`), and suites that need an action the
+provider lacks skip with that reason.
 """
 
 from __future__ import annotations
@@ -10,29 +11,25 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from kubernetes import client
 
-from dra_harness.providers import profiles
-from dra_harness.providers.lock import LEASES
-from dra_harness.components import catalog
-from dra_harness.providers.hardware import Hardware, devices_by_node, load_hardware
 from dra_harness.kube import builders, rest
-from dra_harness.kube.client import connect
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import KEPT_LABEL, run_selector
-from dra_harness.providers.embedded.cluster import (
-    DRIVER_NAME,
-    KWOK_ANNOTATION,
-    ClusterSpec,
-    LocalCluster,
-    all_clusters,
-    owner_alive,
-)
+from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
+from dra_harness.providers.hardware import Hardware
+from dra_harness.providers.lock import LEASES
 from dra_harness.providers.profiles import DriverProfile
+
+if TYPE_CHECKING:
+    from dra_harness.providers.embedded.cluster import LocalCluster
+
+#: The annotation KWOK's simulated nodes carry (they run no containers).
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 T = TypeVar("T")
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
@@ -47,13 +44,12 @@ def _cluster_scoped(kube: Kube) -> list[rest.Resource]:
 
 @dataclass
 class ClusterHandle:
-    provider: str
+    provider: Provider
     kube: Kube
     kubeconfig: Path
     run_id: str
     expected: Hardware
     profile: DriverProfile
-    local: LocalCluster | None = None
     notes: list[str] = field(default_factory=list)
     shell_image: str | None = None
     #: Where ``expected`` comes from: the user's file, the hardware the harness itself configured
@@ -119,7 +115,12 @@ class ClusterHandle:
         """Whether the harness itself starts and stops the driver (the embedded cluster's plugin
         processes). Elsewhere a DaemonSet replaces a stopped driver within seconds, so checks that
         need the driver to *stay* gone cannot run there."""
-        return self.local is not None
+        return self.provider.controls_driver
+
+    @property
+    def embedded(self) -> LocalCluster | None:
+        """The embedded cluster's own controls (processes, files), for checks that inspect them; None elsewhere."""
+        return self.provider.embedded
 
     def driver_pods(self, node: str | None = None) -> list[dict] | None:
         """The pods of the driver's kubelet-plugin DaemonSet (on ``node``), found by owner.
@@ -142,9 +143,9 @@ class ClusterHandle:
     def driver_running(self, node: str) -> bool | None:
         """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod
         of its DaemonSet. None when it cannot be told (no DaemonSet known)."""
-        if self.local is not None:
-            tracked = self.local.supervisor.get(f"driver-{node}")
-            return tracked is not None and tracked.alive()
+        running = self.provider.driver_running(node)
+        if running is not None:
+            return running
         pods = self.driver_pods(node)
         if pods is None:
             return None
@@ -173,12 +174,7 @@ class ClusterHandle:
     def probe_image(self) -> str:
         """An image with a shell for container-level checks: ``--shell-image`` (an air-gapped
         cluster's mirror), else the one imported on the embedded cluster's real nodes, else busybox."""
-        from dra_harness.checks.incontainer import PUBLIC_PROBE_IMAGE
-        from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
-
-        if self.shell_image:
-            return self.shell_image
-        return WORKLOAD_IMAGE if self.local is not None else PUBLIC_PROBE_IMAGE
+        return self.shell_image or self.provider.workload_image or PUBLIC_PROBE_IMAGE
 
     def server_version(self) -> str:
         return self.kube.request("GET", "/version")["gitVersion"]
@@ -188,7 +184,7 @@ class ClusterHandle:
         ``dra-harness-namespace`` there (deploy/rbac): its writes are granted per namespace it
         owns, never cluster-wide."""
         self.kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": labels}})
-        if self.local is None:
+        if self.provider.outlives_run:
             grant_namespace_role(self.kube, name)
 
     def delete_namespace(self, name: str) -> None:
@@ -290,71 +286,3 @@ def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) 
         if e.status in (403, 404):
             return []
         raise
-
-
-def open_existing(
-    kubeconfig: str | None, context: str | None, run_id: str, expected_file: str | None, driver: str | None
-) -> ClusterHandle:
-    kube = connect(kubeconfig, context)
-    profile = profiles.by_name(driver) if driver else profiles.detect(kube)
-    expected = load_hardware(expected_file) if expected_file else _observed_hardware(kube, profile)
-    path = Path(kubeconfig) if kubeconfig else Path("~/.kube/config")
-    return ClusterHandle("existing", kube, path, run_id, expected, profile,
-                         expected_source="file" if expected_file else "observed")
-
-
-def _observed_hardware(kube: Kube, profile: DriverProfile) -> Hardware:
-    """Without an expected-hardware file, the nodes that publish now define the baseline."""
-    slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={profile.driver}")
-    nodes = {n: len(d) for n, d in devices_by_node(slices, profile.driver).items()}
-    return Hardware(driver=profile.driver, device_class=profile.device_class, nodes=nodes)
-
-
-def local_hardware(spec: ClusterSpec) -> Hardware:
-    """What the embedded cluster's example driver publishes."""
-    return Hardware(
-        driver=DRIVER_NAME,
-        device_class=DRIVER_NAME,
-        nodes={n: spec.gpus_per_node for n in spec.all_node_names()},
-        attributes={"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"},
-        capacity={"memory": "80Gi"},
-    )
-
-
-def open_local(
-    name: str,
-    run_id: str,
-    expected_file: str | None,
-    owner_pid: int,
-    k8s_version: str | None,
-    nodes: int,
-    gpus_per_node: int,
-    real_nodes: int = 0,
-) -> ClusterHandle:
-    """Reuse this run's embedded cluster, or bring it up (removing stale ones first)."""
-    for stale in all_clusters():
-        if not owner_alive(stale):
-            stale.down()
-    cluster = LocalCluster(name)
-    if cluster.state() is None or not cluster.kubeconfig.exists():
-        spec = ClusterSpec(
-            name=name,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            k8s_version=k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
-            owner_pid=owner_pid,
-            real_nodes=real_nodes,
-        )
-        started = time.monotonic()
-        cluster.down()
-        cluster.up(spec)
-        note = f"embedded cluster {name} up in {time.monotonic() - started:.1f}s"
-    else:
-        note = f"reusing embedded cluster {name}"
-    state = cluster.state()
-    assert state is not None
-    expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
-    handle = ClusterHandle("local", cluster.kube(), cluster.kubeconfig, run_id, expected, profiles.by_name(DRIVER_NAME), local=cluster,
-                           expected_source="file" if expected_file else "provider")
-    handle.notes.append(note)
-    return handle

@@ -49,7 +49,7 @@ def _out_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[Topology]:
-    if cluster.provider != "local":
+    if not cluster.provider.simulates_nodes:
         pytest.skip("contention adds simulated (KWOK) nodes; only the embedded cluster runs KWOK")
     sc: Scenario = load(request.param)
     topo = Topology(cluster.kube, sc, run_id)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-import click
 from rich.console import Console
 
 from dra_harness.providers.kind import provider
 
 
 def up_kind(name: str, workers: int, gpus_per_node: int, k8s_version: str, timeout: float,
-            node_image: str | None, driver_image: str | None, install: str, err: Console) -> None:
+            node_image: str | None, driver_image: str | None, install: str, err: Console) -> Path:
     spec = provider.KindSpec(
         name=name, k8s_version=k8s_version, workers=workers, gpus_per_node=gpus_per_node, node_image=node_image,
         driver_image=driver_image or provider.LOCAL_DRIVER_IMAGE, install=install,
@@ -23,7 +23,7 @@ def up_kind(name: str, workers: int, gpus_per_node: int, k8s_version: str, timeo
         kubeconfig = provider.up(spec, say=lambda s: status.update(s))
     err.print(f"kind cluster {name!r} up in {time.monotonic() - started:.0f}s: Kubernetes v{k8s_version}, "
               f"{workers} workers, example driver publishing")
-    click.echo(str(kubeconfig))
+    return Path(kubeconfig)
 
 
 def down_kind(name: str, err: Console) -> None:

@@ -1,0 +1,141 @@
+"""``dra-harness cluster ...`` (start, stop and inspect a cluster) and ``dra-harness diagnose``."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from dra_harness import providers
+from dra_harness.providers.base import StandaloneSpec
+from dra_harness.components import catalog
+from dra_harness.providers.embedded.cluster import (
+    DEFAULT_NAME,
+    ClusterError,
+    LocalCluster,
+)
+
+err = Console(stderr=True)
+#: Providers whose clusters ``cluster up`` and ``cluster down`` start and remove.
+STANDALONE = [name for name, p in providers.registry().items() if p.standalone]
+
+
+@click.group()
+def cluster() -> None:
+    """The embedded local cluster (real control plane, KWOK nodes, example driver)."""
+
+
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    # The name becomes a directory: keep it a plain DNS label.
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?", value):
+        raise click.BadParameter("use lowercase letters, digits and '-' (at most 40)")
+    return value
+
+
+name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="Cluster name.", callback=_cluster_name)
+
+
+@cluster.command()
+@name_option
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--k8s-version",
+    default=catalog.DEFAULT_KUBERNETES_VERSION,
+    show_default=True,
+    type=click.Choice(catalog.KUBERNETES_VERSIONS),
+)
+@click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
+              help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
+@click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True,
+              help="local: embedded cluster; kind: a kind cluster (Docker) with the example driver installed.")
+@click.option("--node-image", help="kind: node image (default kindest/node:v<k8s-version>).")
+@click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
+@click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
+              help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests.")
+def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
+       provider: str, node_image: str | None, driver_image: str | None, install: str) -> None:
+    """Start a cluster; returns when every node's slices hold all its devices."""
+    kubeconfig = providers.registry()[provider].up_standalone(
+        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install), err)
+    click.echo(str(kubeconfig))
+
+
+@cluster.command()
+@name_option
+@click.option("--all", "all_", is_flag=True, help="Every cluster of this user, including stale ones.")
+@click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True)
+def down(name: str, all_: bool, provider: str) -> None:
+    """Stop a cluster's processes and remove its state (kind: delete the kind cluster)."""
+    providers.registry()[provider].down_standalone(name, all_, err)
+
+
+@cluster.command()
+@name_option
+@click.option("--json", "as_json", is_flag=True)
+def status(name: str, as_json: bool) -> None:
+    """Show whether a cluster's processes are running."""
+    c = LocalCluster(name)
+    if not c.exists():
+        raise ClusterError(f"cluster {name!r} is not up")
+    info = c.status()
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"{info['name']}: Kubernetes v{info['k8s_version']}, {info['nodes']} nodes x {info['gpus_per_node']} devices, {info['server']}")
+    for proc, state in sorted(info["processes"].items()):
+        click.echo(f"  {proc:32} {state}")
+    if not info["healthy"]:
+        sys.exit(1)
+
+
+@cluster.command()
+@name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of a cluster's admin kubeconfig."""
+    c = LocalCluster(name)
+    if not c.kubeconfig.exists():
+        raise ClusterError(f"cluster {name!r} is not up")
+    click.echo(str(c.kubeconfig))
+
+
+@cluster.command()
+@name_option
+def env(name: str) -> None:
+    """Print shell exports for the cluster: KUBECONFIG, and PATH with the matching kubectl first."""
+    c = LocalCluster(name)
+    st = c.state()
+    if st is None:
+        raise ClusterError(f"cluster {name!r} is not up")
+    kubectl_dir = Path(st.binaries["kubectl"]).parent
+    click.echo(f"export KUBECONFIG={c.kubeconfig}")
+    click.echo(f'export PATH={kubectl_dir}:"$PATH"')
+
+
+# -- diagnosis -------------------------------------------------------------------
+@click.command()
+@click.option("-n", "--namespace", help="Only this namespace (default: all).")
+@click.option("--kubeconfig", type=click.Path(), help="Default: the embedded cluster --name, else KUBECONFIG.")
+@click.option("--context")
+@name_option
+@click.option("--json", "as_json", is_flag=True)
+def diagnose(namespace: str | None, kubeconfig: str | None, context: str | None, name: str, as_json: bool) -> None:
+    """Say why each Pending pod with ResourceClaims is not scheduled."""
+    from dra_harness.checks.diagnose import diagnose as run_diagnosis
+    from dra_harness.kube.client import connect
+
+    if kubeconfig is None and LocalCluster(name).kubeconfig.exists():
+        kubeconfig = str(LocalCluster(name).kubeconfig)
+    results = run_diagnosis(connect(kubeconfig, context), namespace)
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+        return
+    if not results:
+        click.echo("no Pending pods with resource claims")
+    for r in results:
+        click.echo(f"{r.namespace}/{r.pod}: {r.cause}: {r.message}")

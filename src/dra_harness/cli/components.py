@@ -1,0 +1,62 @@
+"""``dra-harness components ...``: build the Go components, regenerate their wrapper modules and the gate table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+
+err = Console(stderr=True)
+
+
+@click.group()
+def components() -> None:
+    """Build the cluster's binaries from Go modules (cached)."""
+
+
+@components.command("build")
+@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@click.option("--all-versions", is_flag=True, help="Every supported Kubernetes version.")
+def build_cmd(k8s_version: str, all_versions: bool) -> None:
+    """Build what the embedded cluster needs; print each binary directory."""
+    wanted = catalog.all_components() if all_versions else catalog.for_cluster(k8s_version)
+    for built in builder.build_all(wanted).values():
+        how = "cached" if built.cached else f"built in {built.seconds:.0f}s"
+        err.print(f"{built.component.dirname}: {how}")
+        click.echo(built.directory)
+
+
+@components.command()
+@click.argument("which", nargs=-1)
+def generate(which: tuple[str, ...]) -> None:
+    """Regenerate the wrapper modules in data/components/ (all, or those named by directory)."""
+    from dra_harness.components.gomod import generate as gen
+
+    for comp in catalog.all_components():
+        if not which or comp.dirname in which:
+            err.print(f"generating {comp.dirname}")
+            gen(comp)
+
+
+@components.command()
+def gates() -> None:
+    """Rewrite the feature-gate table from each supported release's source, and the kind configs from it."""
+    from dra_harness.components.gomod import go
+    from dra_harness.providers.embedded import gates as gate_table
+
+    rows = {}
+    for version in catalog.KUBERNETES_VERSIONS:
+        info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}"))
+        rows[version] = gate_table.derive(Path(info["Dir"]), version)
+    gate_table.TABLE_PATH.write_text(json.dumps(rows, indent=2) + "\n")
+    err.print(f"wrote {gate_table.TABLE_PATH}")
+    from dra_harness.providers.kind.config import (
+        write_all,  # the kind configs are rendered from the same table
+    )
+
+    err.print("wrote " + ", ".join(str(p) for p in write_all()))

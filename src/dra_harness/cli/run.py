@@ -1,0 +1,63 @@
+"""``dra-harness run`` (the main job) and ``dra-harness selftest`` (the project's tests).
+
+``run`` offers the options of :mod:`dra_harness.options` (the same table the pytest plugin
+declares) and hands them to the test session; anything after them goes to pytest as is.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.options import OPTIONS, Option
+
+err = Console(stderr=True)
+
+
+def click_option(o: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click form of one option of the shared table."""
+    if o.is_flag:
+        return click.option(o.flag, is_flag=True, help=o.help)
+    kind: Any = click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range else o.type
+    return click.option(o.flag, type=kind, default=o.default, show_default=o.default is not None, metavar=o.metavar,
+                        help=o.help)
+
+
+def shared_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for o in reversed([o for o in OPTIONS if o.on_run]):
+        f = click_option(o)(f)
+    return f
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@shared_options
+@click.option("--design-file", type=click.Path(), help="YAML design record to compare with the run (see fixtures/designs/).")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def run(design_file: str | None, pytest_args: tuple[str, ...], **values: Any) -> None:
+    """Run every suite against a cluster and write the sign-off report (the main job)."""
+    from dra_harness.cli.runner import RunOptions, run_suites
+
+    sys.exit(run_suites(RunOptions(values, design_file, list(pytest_args)), err))
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def selftest(pytest_args: tuple[str, ...]) -> None:
+    """Run the project's own tests (unit and integration, against real embedded clusters)."""
+    root = builder.checkout_root()
+    if root is None:
+        raise click.UsageError("selftest runs the tests of a dra-harness checkout; this one is an installed package")
+    # Build first, with progress on the terminal, so the test session's timeouts never include a cold build.
+    from dra_harness.providers.embedded.realnode import unavailable_reason
+
+    # The kubelet and containerd too where real nodes can run (their tests skip elsewhere).
+    builder.build_all(catalog.for_cluster(real_nodes=unavailable_reason() is None))
+    code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
+    sys.exit(code)

@@ -1,0 +1,93 @@
+"""The options a run takes, defined once: the pytest plugin declares them, the CLI's
+``run`` offers them, and the CLI hands them to the test session.
+
+Why one table: the same option used to be written three times (click, pytest's
+``addoption``, and the argv the runner built), and they drifted (``--k8s-version`` had
+different choices in different places). Each :class:`Option` here is turned into a
+pytest option by :mod:`dra_harness.plugin.pytest_plugin`, into a click option by
+:mod:`dra_harness.cli.run`, and back into pytest arguments by :func:`to_pytest_args`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from dra_harness.labels import DISRUPTABLE_LABEL
+
+#: The kinds of cluster a run can target (the provider registry holds one provider per name).
+PROVIDER_NAMES = ("local", "existing", "kind")
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    default: Any = None
+    type: type = str
+    choices: tuple[str, ...] | None = None
+    #: Inclusive bounds of an int option.
+    range: tuple[int, int] | None = None
+    metavar: str | None = None
+    #: Also offered by ``dra-harness run`` (the rest are pytest-only, passed after the options).
+    on_run: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def is_flag(self) -> bool:
+        return self.type is bool
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--cluster", "local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster",
+           default="local", choices=PROVIDER_NAMES),
+    Option("--kubeconfig", "kubeconfig of an existing cluster (default: KUBECONFIG)"),
+    Option("--context", "kubeconfig context of an existing cluster"),
+    Option("--driver", "driver profile (example, nvidia) or driver name; detected on existing clusters by default"),
+    Option("--driver-daemonset", "the DaemonSet running the driver's kubelet plugin, when not where its profile says",
+           metavar="NAMESPACE/NAME"),
+    Option("--k8s-version", f"Kubernetes version of the embedded or kind cluster (default {DEFAULT_KUBERNETES_VERSION})",
+           choices=KUBERNETES_VERSIONS),
+    Option("--cluster-name", "use the running embedded or kind cluster of this name (left running at the end)",
+           on_run=False),
+    Option("--nodes", "simulated GPU nodes of the embedded cluster (kind: workers)", default=4, type=int, range=(1, 64)),
+    Option("--gpus-per-node", "devices per node", default=8, type=int, range=(1, 64)),
+    Option("--real-nodes", "nodes with a real kubelet and containerd in the embedded cluster (root)",
+           default=0, type=int, range=(0, 4)),
+    Option("--expected-hardware", "YAML file of the hardware the cluster should publish (default: what the provider started)"),
+    Option("--run-id", "label value marking every object of this run", on_run=False),
+    Option("--report-dir", "directory for evidence.jsonl and the reports (default: reports/out/<run-id>)"),
+    Option("--keep-on-failure", "keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection",
+           type=bool),
+    Option("--tenant-label", "pod label that names a tenant (sharing audit)", default="tenant"),
+    Option("--allow-disruptive", "on a cluster the run did not create, let disruptive tests restart drivers on, drain and "
+           f"taint nodes labelled {DISRUPTABLE_LABEL}=true", type=bool),
+    Option("--lease-namespace", "namespace of the Leases through which concurrent runs on one cluster take turns",
+           default="default"),
+    Option("--dry-run", "disruptive tests list what they would touch, and touch nothing", type=bool),
+    Option("--kind-node-image", "kind: node image (default kindest/node:v<k8s-version>)"),
+    Option("--driver-image", "kind: example-driver image (default: built from the Go-built plugin)"),
+    Option("--kind-install", "kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests",
+           default="auto", choices=("auto", "helm", "manifests")),
+    Option("--shell-image", "image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
+           "on an air-gapped cluster, your mirror of it)"),
+    Option("--probe-image", "image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)"),
+)
+
+BY_DEST = {o.dest: o for o in OPTIONS}
+
+
+def to_pytest_args(values: Mapping[str, Any]) -> list[str]:
+    """``--flag=value`` for every option in ``values`` (by dest) that differs from its default."""
+    args = []
+    for dest, value in values.items():
+        option = BY_DEST[dest]
+        if value is None or value == option.default:
+            continue
+        args.append(option.flag if option.is_flag else f"{option.flag}={value}")
+    return args

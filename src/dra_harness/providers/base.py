@@ -1,0 +1,130 @@
+"""The provider protocol: where the cluster under test comes from, and what the harness may do to it there.
+
+Why a protocol: the plugin, the runner and the disruption actions used to ask *which*
+provider they had ("local"? "kind"?) and then guess what it could do. They now ask the
+provider what it can do (:attr:`Provider.outlives_run`, :attr:`Provider.controls_driver`,
+:attr:`Provider.simulates_nodes`) and let it act. One implementation per kind of cluster:
+:mod:`.embedded`, :mod:`.kind` and :mod:`.existing`; the registry in :mod:`dra_harness.providers`
+maps ``--cluster`` names to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.console import Console
+
+from dra_harness.kube.rest import Kube
+
+if TYPE_CHECKING:
+    from dra_harness.providers.embedded.cluster import LocalCluster
+    from dra_harness.providers.handle import ClusterHandle
+
+#: A public image with a shell, for container-level checks where the cluster offers none of its own.
+PUBLIC_PROBE_IMAGE = "docker.io/library/busybox:1.36"
+
+#: What a provider reports about the cluster for the run's fingerprint: API access, the
+#: components' /metrics it can read, the driver build it knows, and extra facts.
+FingerprintSources = tuple[Kube, dict[str, Callable[[], str]], str | None, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StandaloneSpec:
+    """What ``dra-harness cluster up`` asks of a provider that can start a cluster on its own."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+    k8s_version: str
+    timeout: float
+    real_nodes: int | None = None  # embedded: None = 1 where possible
+    node_image: str | None = None  # kind
+    driver_image: str | None = None  # kind
+    install: str = "auto"  # kind
+
+
+class Provider:
+    """One kind of cluster. Built from the run's options (by dest, see :mod:`dra_harness.options`)."""
+
+    name: ClassVar[str]
+    #: The harness itself starts and stops the driver's kubelet-plugin processes. Elsewhere a
+    #: DaemonSet replaces a stopped driver within seconds, so a driver cannot be held down.
+    controls_driver: ClassVar[bool] = False
+    #: The cluster runs simulated (KWOK) nodes the harness may add to.
+    simulates_nodes: ClassVar[bool] = False
+    #: An image every node of this cluster already has, with a shell, for container-level checks.
+    workload_image: ClassVar[str | None] = None
+
+    #: ``dra-harness cluster up/down --provider NAME`` starts and removes clusters of this kind.
+    standalone: ClassVar[bool] = False
+
+    @classmethod
+    def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
+        """Start a cluster outside any run; returns its kubeconfig."""
+        raise NotImplementedError(f"the {cls.name} provider does not start clusters")
+
+    @classmethod
+    def down_standalone(cls, name: str, every: bool, console: Console) -> None:
+        """Remove a cluster started by :meth:`up_standalone` (``every``: all of this user's)."""
+        raise NotImplementedError(f"the {cls.name} provider does not remove clusters")
+
+    def __init__(self, options: Mapping[str, Any], run_id: str) -> None:
+        self.options = options
+        self.run_id = run_id
+
+    @property
+    def outlives_run(self) -> bool:
+        """The cluster was there before the run or stays after it. Then the run deletes exactly
+        the objects it made, takes turns with other runs through Leases, binds its namespace
+        role per namespace, and disrupts only with ``--allow-disruptive``."""
+        return True
+
+    def check_inputs(self) -> None:
+        """Raise a one-line error for an option this provider cannot work with, before anything starts."""
+
+    def prepare(self, console: Console) -> None:
+        """Bring the cluster up before the test session, where its progress shows (a session would hide it)."""
+
+    def open(self, owner_pid: int) -> ClusterHandle:
+        """The handle the suites use; called once per process of the run, under the run's cluster lock."""
+        raise NotImplementedError
+
+    def connect(self) -> Kube:
+        """API access for the end-of-run sweep (the handle may be gone by then)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """End of run: remove what exists only for this run (its own cluster). Objects the run made
+        on a cluster that outlives it are swept by the caller."""
+
+    def watchdog_target(self) -> tuple[str | None, str | None] | None:
+        """(kubeconfig, context) on which a watchdog sweeps the run if its process is killed outright;
+        None when the cluster itself goes with the run."""
+        return None
+
+    def fingerprint_sources(self) -> FingerprintSources | str:
+        """What the fingerprint reads, or why the cluster cannot be fingerprinted before the session."""
+        raise NotImplementedError
+
+    # -- driver actions (only where :attr:`controls_driver`) -------------------------------------
+    def stop_driver(self, node: str, kill: bool) -> None:
+        raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
+
+    def start_driver(self, node: str) -> None:
+        raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
+
+    def driver_log(self, node: str, lines: int) -> str:
+        """The last lines of the driver process's log on ``node`` (where the harness runs it)."""
+        return ""
+
+    def driver_running(self, node: str) -> bool | None:
+        """Whether the driver process the harness runs on ``node`` is alive; None where it runs none."""
+        return None
+
+    @property
+    def embedded(self) -> LocalCluster | None:
+        """The embedded cluster's own controls, for checks that inspect its processes or files."""
+        return None

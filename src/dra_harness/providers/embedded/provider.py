@@ -1,0 +1,159 @@
+"""``--cluster=local``: the embedded cluster as a provider.
+
+A run without ``--cluster-name`` owns its cluster (``run-<run id>``): the first process of
+the run brings it up (or ``dra-harness run`` does, before the session, to show build and
+start-up progress), the others reuse it, and it goes at the end with everything in it. With
+``--cluster-name`` the run uses a cluster someone started and leaves it running.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.errors import InputError
+from dra_harness.kube.rest import Kube
+from dra_harness.providers import profiles
+from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
+from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
+from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
+from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
+from dra_harness.providers.handle import ClusterHandle
+from dra_harness.providers.hardware import Hardware, load_hardware
+
+
+class EmbeddedProvider(Provider):
+    name = "local"
+    controls_driver = True
+    simulates_nodes = True
+    workload_image = WORKLOAD_IMAGE
+    standalone = True
+
+    @classmethod
+    def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
+        c = LocalCluster(spec.name)
+        real = choose_real_nodes(spec.real_nodes, console.print)
+        cluster_spec = ClusterSpec(name=spec.name, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
+                                   k8s_version=spec.k8s_version, real_nodes=real)
+        builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=real > 0))
+        with console.status("starting") as status:
+            state = c.up(cluster_spec, timeout=spec.timeout, say=lambda s: status.update(s))
+        console.print(
+            f"cluster {spec.name!r} up in {state.timings['up']:.1f}s: Kubernetes v{spec.k8s_version}, "
+            f"{spec.nodes} simulated + {real} real nodes x {spec.gpus_per_node} devices ({state.server})"
+        )
+        return c.kubeconfig
+
+    @classmethod
+    def down_standalone(cls, name: str, every: bool, console: Console) -> None:
+        for c in all_clusters() if every else [LocalCluster(name)]:
+            existed = c.exists()
+            c.down()
+            if existed:
+                console.print(f"cluster {c.name!r} removed")
+
+    @property
+    def cluster(self) -> LocalCluster:
+        return LocalCluster(self.options.get("cluster_name") or f"run-{self.run_id}")
+
+    @property
+    def outlives_run(self) -> bool:
+        return bool(self.options.get("cluster_name"))
+
+    @property
+    def embedded(self) -> LocalCluster:
+        return self.cluster
+
+    def check_inputs(self) -> None:
+        name = self.options.get("cluster_name")
+        if name and LocalCluster(name).state() is None:
+            raise InputError(f"--cluster-name {name}: no running embedded cluster of that name")
+        real = self.options.get("real_nodes") or 0
+        reason = unavailable_reason() if real else None
+        if reason:
+            raise InputError(f"--real-nodes {real}: {reason}")
+
+    def _spec(self, owner_pid: int) -> ClusterSpec:
+        opt = self.options
+        return ClusterSpec(name=self.cluster.name, nodes=opt.get("nodes", 4), gpus_per_node=opt.get("gpus_per_node", 8),
+                           k8s_version=opt.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
+                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes", 0))
+
+    def prepare(self, console: Console) -> None:
+        spec = self._spec(os.getpid())
+        builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0))
+        with console.status("bringing up the embedded cluster") as status:
+            state = self.cluster.up(spec, say=lambda s: status.update(s))
+        console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{spec.k8s_version})")
+
+    def open(self, owner_pid: int) -> ClusterHandle:
+        """Reuse this run's embedded cluster, or bring it up (removing stale ones first)."""
+        for stale in all_clusters():
+            if not owner_alive(stale):
+                stale.down()
+        cluster = self.cluster
+        if cluster.state() is None or not cluster.kubeconfig.exists():
+            started = time.monotonic()
+            cluster.down()
+            cluster.up(self._spec(owner_pid))
+            note = f"embedded cluster {cluster.name} up in {time.monotonic() - started:.1f}s"
+        else:
+            note = f"reusing embedded cluster {cluster.name}"
+        state = cluster.state()
+        assert state is not None
+        expected_file = self.options.get("expected_hardware")
+        expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
+        handle = ClusterHandle(self, cluster.kube(), cluster.kubeconfig, self.run_id, expected,
+                               profiles.by_name(DRIVER_NAME), expected_source="file" if expected_file else "provider")
+        handle.notes.append(note)
+        return handle
+
+    def connect(self) -> Kube:
+        return self.cluster.kube()
+
+    def close(self) -> None:
+        if not self.outlives_run:
+            self.cluster.down()  # the run's own cluster: everything goes with it
+
+    def watchdog_target(self) -> tuple[str | None, str | None] | None:
+        # The cluster's own watchdog removes a run's cluster; a named one is left as it was found,
+        # apart from the run's objects, which the end-of-run sweep deletes.
+        return None
+
+    def fingerprint_sources(self) -> FingerprintSources:
+        cluster = self.cluster
+        sources: dict[str, Callable[[], str]] = {
+            c: (lambda c=c: cluster.metrics(c)) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+        }
+        extra = {"cluster": {"nodes": self.options.get("nodes", 4), "gpus_per_node": self.options.get("gpus_per_node", 8)}}
+        return cluster.kube(), sources, f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}", extra
+
+    def stop_driver(self, node: str, kill: bool) -> None:
+        self.cluster.stop_driver(node, kill=kill)
+
+    def start_driver(self, node: str) -> None:
+        self.cluster.start_driver(node)
+
+    def driver_log(self, node: str, lines: int) -> str:
+        return self.cluster.supervisor.log_tail(f"driver-{node}", lines)
+
+    def driver_running(self, node: str) -> bool | None:
+        tracked = self.cluster.supervisor.get(f"driver-{node}")
+        return tracked is not None and tracked.alive()
+
+
+def local_hardware(spec: ClusterSpec) -> Hardware:
+    """What the embedded cluster's example driver publishes."""
+    return Hardware(
+        driver=DRIVER_NAME,
+        device_class=DRIVER_NAME,
+        nodes={n: spec.gpus_per_node for n in spec.all_node_names()},
+        attributes={"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"},
+        capacity={"memory": "80Gi"},
+    )
