@@ -115,7 +115,7 @@ from pathlib import Path
 
 import allure
 
-from dra_harness.checks import failure_evidence
+from dra_harness.report import failure_evidence
 from dra_harness.report.results import slug
 from tests.unit.secret_corpus import Corpus, FakeKube
 

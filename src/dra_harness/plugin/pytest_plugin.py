@@ -27,7 +27,7 @@ import pytest
 
 from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
-from dra_harness.checks import failure_evidence
+from dra_harness.report import failure_evidence
 from dra_harness.plugin import inputs
 from dra_harness.plugin import run_watchdog
 from dra_harness import providers

@@ -1,0 +1,39 @@
+"""The layers of the package hold: kube -> providers -> checks -> plugin -> cli, each importing only those below it.
+
+The contract lives in pyproject.toml ([tool.importlinter]); import-linter checks it. The
+negative control plants one upward import in a copy of the package and proves the same
+contract names it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
+
+
+def _lint(src: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run([*LINT, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_package_keeps_its_layers(tmp_path):
+    out = _lint(ROOT / "src", tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 kept, 0 broken" in out.stdout
+
+
+def test_an_upward_import_breaks_the_layer_contract(tmp_path):
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
+    rest = copy / "dra_harness" / "kube" / "rest.py"
+    rest.write_text(rest.read_text() + "\nfrom dra_harness.plugin import inputs  # planted: kube must not know the plugin\n")
+    out = _lint(copy, tmp_path)
+    assert out.returncode != 0
+    assert "dra_harness.kube is not allowed to import dra_harness.plugin" in out.stdout, out.stdout
