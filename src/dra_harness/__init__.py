@@ -1,7 +1,9 @@
 """dra-harness: evidence of how a Kubernetes cluster's Dynamic Resource Allocation behaves.
 
-The package is the harness's core (cluster providers, typed clients, waits, builders);
-the pytest suites that use it live in ``suites/`` at the repository root.
+Layered from the bottom: ``kube`` (API access, waits, builders), ``components`` (Go builds),
+``providers`` (where the cluster comes from), ``checks``, ``report``/``contention``,
+``plugin`` (the pytest11 entry point) and ``cli``; the suites ship in ``suites/`` (the
+checkout's ``suites/`` links there). See the README's Layout section.
 """
 
 __version__ = "0.1.0"

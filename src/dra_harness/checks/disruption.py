@@ -77,7 +77,7 @@ class Disruptor:
     deleted_pods: set[str] = field(default_factory=set)
 
     def check(self, node: str) -> None:
-        if self.cluster.provider.outlives_run and not self.allowed:
+        if not self.cluster.provider.harness_operated and not self.allowed:
             raise DisruptionRefused(f"refusing to disrupt {node}: pass --allow-disruptive to touch an existing cluster")
         labels = self.cluster.kube.get(rest.NODES, node)["metadata"].get("labels", {})
         if labels.get(DISRUPTABLE_LABEL) != "true":

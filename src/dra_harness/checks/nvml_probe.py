@@ -20,7 +20,7 @@ from typing import Any
 
 from dra_harness.kube import rest
 from dra_harness.kube.builders import meta
-from dra_harness.kube.pods import _why as pod_why
+from dra_harness.kube.pods import pending_reason
 from dra_harness.kube.pods import allocated_devices
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.providers.profiles import DriverProfile
@@ -232,6 +232,6 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
     kube.create(rest.PODS, body, namespace)
     finished = wait_for_object(
         kube, rest.PODS, name, _finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
-        why=pod_why(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
+        why=pending_reason(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
     )
     return parse(output_of(kube, namespace, name)), finished

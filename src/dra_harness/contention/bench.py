@@ -18,7 +18,7 @@ from pathlib import Path
 from dra_harness.kube.rest import Kube
 from dra_harness.contention import metrics, plots
 from dra_harness.contention.recorder import Recorder
-from dra_harness.contention.runner import _drop_namespace, _loadgen, _namespace
+from dra_harness.contention.runner import drop_namespace, run_namespace, send_arrivals
 from dra_harness.contention.scenario import parse
 from dra_harness.contention.topology import Topology
 
@@ -39,21 +39,21 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
     started = time.monotonic()
     try:
         topo.create()
-        ns = _namespace(kube, topo, "bench")
+        ns = run_namespace(kube, topo, "bench")
         rec = Recorder(kube, ns)
         topo.install("shared", ns)
         rec.start()
         arrivals = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
                      "body": topo.pod("shared", f"b-{i}", "bench", hold)} for i in range(claims)]
         t0 = time.time() + 2.0
-        sent = _loadgen(kube, ns, arrivals, t0, timeout=claims / rate + 60)
+        sent = send_arrivals(kube, ns, arrivals, t0, timeout=claims / rate + 60)
         stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
         rec.wait_settled({a["name"] for a in arrivals}, time.monotonic() + hold + 120,
                          progress=(lambda d: progress(d)) if progress else None)
     finally:
         rec.close()
         if ns:
-            _drop_namespace(kube, ns)
+            drop_namespace(kube, ns)
         topo.uninstall("shared")
         topo.delete()
     with rec.lock:

@@ -36,7 +36,7 @@ class ContentionError(AssertionError):
     """A run could not be carried out (load generator failed, cluster objects missing)."""
 
 
-def _namespace(kube: Kube, topo: Topology, what: str) -> str:
+def run_namespace(kube: Kube, topo: Topology, what: str) -> str:
     name = f"ctn-{topo.tag}-{what}-{uuid.uuid4().hex[:4]}"
     kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}}})
     wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30, f"default ServiceAccount in {name}",
@@ -44,7 +44,7 @@ def _namespace(kube: Kube, topo: Topology, what: str) -> str:
     return name
 
 
-def _drop_namespace(kube: Kube, name: str) -> None:
+def drop_namespace(kube: Kube, name: str) -> None:
     """Free devices now (pods not yet done, and claims), then let the namespace go in the background."""
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "gracePeriodSeconds": 0}
     try:
@@ -63,7 +63,7 @@ def _quietly(action: Callable[[], object]) -> str | None:
     return None
 
 
-def _loadgen(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeout: float) -> list[dict]:
+def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeout: float) -> list[dict]:
     """Run locust in its own process over ``arrivals``; return its per-job lines and stats line."""
     cfg = kube.configuration
     headers = {}
@@ -103,7 +103,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
     if design not in sc.designs:
         raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
     jobs = plan(sc)
-    ns = _namespace(kube, topo, design)
+    ns = run_namespace(kube, topo, design)
     rec = Recorder(kube, ns)
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -117,7 +117,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
             inject(jobs, arrivals)
         t0 = time.time() + 2.0  # locust starts in about a second
         last = max(a["at"] for a in arrivals)
-        sent = _loadgen(kube, ns, arrivals, t0, timeout=last + 60)
+        sent = send_arrivals(kube, ns, arrivals, t0, timeout=last + 60)
         stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
         answered = {s["name"]: s for s in sent}
         for s in sent:  # the create's answer is when the job exists; the watch may see it a little later
@@ -133,7 +133,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         phases["settled_s"] = round(time.monotonic() - started, 1)
     finally:
         rec.close()
-        cleanup_error = _quietly(lambda: _drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
+        cleanup_error = _quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
     wall = time.monotonic() - started
     records = dict(rec.jobs)
     lost = metrics.lost_jobs(jobs, records)
@@ -189,7 +189,7 @@ def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeou
     if low.priority >= high.priority:
         return {"skipped": "the scenario has a single priority", "freed_by_preemption": False,
                 "high_priority_wait_s": None, "scheduler_message": ""}
-    ns = _namespace(kube, topo, "probe")
+    ns = run_namespace(kube, topo, "probe")
     node = topo.nodes[0]
     devices = [d for d in topo.devices if d.node == node]
     labels = {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}
@@ -224,7 +224,7 @@ def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeou
         pod = kube.get(rest.PODS, "high", ns)
     finally:
         rec.close()
-        _drop_namespace(kube, ns)
+        drop_namespace(kube, ns)
         topo.uninstall("shared")
         kube.delete(rest.DEVICE_CLASSES, cls)
     h = rec.jobs.get("high")

@@ -46,7 +46,7 @@ def events_for(kube: Kube, namespace: str, name: str, kind: str = "Pod") -> list
     return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
-def _why(kube: Kube, namespace: str, name: str):
+def pending_reason(kube: Kube, namespace: str, name: str):
     def why(pod: Obj | None) -> str:
         warnings = [
             f"{e.get('reason')}: {e.get('message')}" for e in events_for(kube, namespace, name) if e.get("type") == "Warning"
@@ -69,7 +69,7 @@ def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -
         f"pod {namespace}/{name} to be Running",
         namespace=namespace,
         fail=lambda p: "pod failed" if p.get("status", {}).get("phase") == "Failed" else None,
-        why=_why(kube, namespace, name),
+        why=pending_reason(kube, namespace, name),
     )
 
 
@@ -89,7 +89,7 @@ def wait_unschedulable(kube: Kube, namespace: str, name: str, timeout: float = 6
         f"pod {namespace}/{name} to be reported Unschedulable",
         namespace=namespace,
         fail=lambda p: f"it was scheduled to {p['spec']['nodeName']}" if p["spec"].get("nodeName") else None,
-        why=_why(kube, namespace, name),
+        why=pending_reason(kube, namespace, name),
     )
 
 

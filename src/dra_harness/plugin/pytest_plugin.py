@@ -284,7 +284,7 @@ def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterato
     """Provider actions for a ``disruptive`` test, within the safety rules of :mod:`dra_harness.checks.disruption`."""
     if request.node.get_closest_marker("disruptive") is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses disruptor but is not marked disruptive")
-    if cluster.provider.outlives_run and not request.config.getoption("--allow-disruptive"):
+    if not cluster.provider.harness_operated and not request.config.getoption("--allow-disruptive"):
         pytest.skip(f"disruptive: pass --allow-disruptive to let it touch nodes labelled {DISRUPTABLE_LABEL}=true")
     if request.config.getoption("--dry-run"):
         nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]

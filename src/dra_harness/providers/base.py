@@ -53,6 +53,9 @@ class Provider:
     #: The harness itself starts and stops the driver's kubelet-plugin processes. Elsewhere a
     #: DaemonSet replaces a stopped driver within seconds, so a driver cannot be held down.
     controls_driver: ClassVar[bool] = False
+    #: The harness runs every process of this cluster itself, and nothing but its runs lives there:
+    #: disruptive tests need no ``--allow-disruptive`` and the run needs no per-namespace role.
+    harness_operated: ClassVar[bool] = False
     #: The cluster runs simulated (KWOK) nodes the harness may add to.
     simulates_nodes: ClassVar[bool] = False
     #: An image every node of this cluster already has, with a shell, for container-level checks.
@@ -78,8 +81,7 @@ class Provider:
     @property
     def outlives_run(self) -> bool:
         """The cluster was there before the run or stays after it. Then the run deletes exactly
-        the objects it made, takes turns with other runs through Leases, binds its namespace
-        role per namespace, and disrupts only with ``--allow-disruptive``."""
+        the objects it made and takes turns with other runs through Leases."""
         return True
 
     def check_inputs(self) -> None:

@@ -1,6 +1,6 @@
 """The example driver installed the way kind and real clusters run it: a DaemonSet.
 
-One multi-document YAML (``kind/manifests/dra-example-driver.yaml``) serves the
+One multi-document YAML (``data/kind/manifests/dra-example-driver.yaml``) serves the
 embedded cluster's real nodes and kind clusters alike; only the image, the
 kubelet's root directory and containerd's CDI directory differ, so those are
 placeholders filled here rather than three near-identical copies.

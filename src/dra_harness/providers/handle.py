@@ -184,7 +184,7 @@ class ClusterHandle:
         ``dra-harness-namespace`` there (deploy/rbac): its writes are granted per namespace it
         owns, never cluster-wide."""
         self.kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": labels}})
-        if self.provider.outlives_run:
+        if not self.provider.harness_operated:
             grant_namespace_role(self.kube, name)
 
     def delete_namespace(self, name: str) -> None:

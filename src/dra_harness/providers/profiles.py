@@ -1,6 +1,6 @@
 """Driver profiles: what a suite needs to know about a DRA driver, so that no suite names one.
 
-A profile (``fixtures/profiles/<name>.yaml``) maps the suites' logical vocabulary
+A profile (``data/profiles/<name>.yaml``) maps the suites' logical vocabulary
 (uuid, model, memory, what a container sees) to a driver's published names. On an
 existing cluster the profile is detected from the DeviceClasses and ResourceSlices
 it serves; ``--driver`` picks one by profile or driver name.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot, or None if it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -34,7 +34,7 @@ def _start_time(pid: int) -> str | None:
     return fields[19]
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -48,7 +48,7 @@ class Tracked:
     start_time: str
 
     def alive(self) -> bool:
-        return _start_time(self.pid) == self.start_time
+        return process_start_time(self.pid) == self.start_time
 
 
 class Supervisor:
@@ -76,7 +76,7 @@ class Supervisor:
             )
         finally:
             log.close()
-        start = _start_time(proc.pid) or ""
+        start = process_start_time(proc.pid) or ""
         (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid} {start}\n")
         self._children[name] = proc
         return Tracked(name, proc.pid, start)
@@ -111,7 +111,7 @@ class Supervisor:
         tracked = self.get(name)
         if tracked is not None:
             if tracked.pid not in _ancestors():  # the watchdog running `down` spares itself
-                _stop_group(tracked, grace, sig)
+                stop_group(tracked, grace, sig)
             self._reap(name)
             (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
 
@@ -122,7 +122,7 @@ class Supervisor:
             if name in names:
                 self.stop(name, grace)
         for pid in strays(self.state_dir):
-            _stop_group(Tracked("stray", pid, _start_time(pid) or ""), grace, signal.SIGTERM)
+            stop_group(Tracked("stray", pid, process_start_time(pid) or ""), grace, signal.SIGTERM)
 
     def _reap(self, name: str) -> None:
         proc = self._children.pop(name, None)
@@ -133,7 +133,7 @@ class Supervisor:
                 pass
 
 
-def _stop_group(tracked: Tracked, grace: float, sig: int) -> None:
+def stop_group(tracked: Tracked, grace: float, sig: int) -> None:
     if not tracked.alive():
         return
     _signal(tracked.pid, sig)
@@ -166,7 +166,7 @@ def strays(state_dir: Path) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) not in spared:
-            if needle in _cmdline(int(entry.name)) and _start_time(int(entry.name)):
+            if needle in cmdline(int(entry.name)) and process_start_time(int(entry.name)):
                 pids.append(int(entry.name))
     return pids
 

@@ -31,6 +31,7 @@ from dra_harness.providers.hardware import Hardware, load_hardware
 class EmbeddedProvider(Provider):
     name = "local"
     controls_driver = True
+    harness_operated = True
     simulates_nodes = True
     workload_image = WORKLOAD_IMAGE
     standalone = True

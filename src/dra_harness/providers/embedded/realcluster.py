@@ -30,7 +30,7 @@ from dra_harness.providers.embedded.hostplumbing import (
     unmount_all,
 )
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.providers.embedded.processes import Tracked, _cmdline, _start_time, _stop_group, strays
+from dra_harness.providers.embedded.processes import Tracked, cmdline, process_start_time, stop_group, strays
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
 from dra_harness.providers.embedded.state import ClusterState
 
@@ -148,14 +148,14 @@ def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
         cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
         # Lost pid files (a killed run): find the kubelet and the plugin by the dirs they name.
         for pid in strays(rn.base) + strays(rn.kubelet_root):
-            if any(flag in _cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
-                _stop_group(Tracked("stray", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+            if any(flag in cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
+                stop_group(Tracked("stray", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
                 removed["killed"].append(pid)
         # Every container process of the node lives under its cgroup root.
         removed["killed"] += remove_cgroup_root(rn.cgroup_root)
         cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
         for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims (their -address names the node's socket)
-            _stop_group(Tracked("shim", pid, _start_time(pid) or ""), 2, signal.SIGTERM)
+            stop_group(Tracked("shim", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
             removed["killed"].append(pid)
         for d in rn.host_dirs:
             removed["unmounted"] += unmount_all(d)

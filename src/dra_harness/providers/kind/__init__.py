@@ -1,1 +1,1 @@
-"""The kind provider: DRA-enabled kind clusters with the example driver (configs in ``kind/`` at the repo root)."""
+"""The kind provider: DRA-enabled kind clusters with the example driver (configs and manifests in ``data/kind/``)."""

@@ -4,7 +4,7 @@ Why derived and committed: kind passes ``featureGates`` to every component and
 ``runtimeConfig`` to kube-apiserver, and an unknown or locked gate (or a group
 version the release does not serve) stops the control plane from starting. The
 embedded cluster already keeps the right set per release in ``data/gates.json``;
-the files in ``kind/`` are rendered from that same table so the two providers never
+the files in ``data/kind/`` are rendered from that same table so the two providers never
 disagree, and a test fails when a file drifts from it. The files are committed so a
 user can also run ``kind create cluster --config kind/kind-1.37.2.yaml`` by hand.
 """

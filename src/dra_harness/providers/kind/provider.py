@@ -9,7 +9,7 @@ the kubeconfig goes down the same code path as ``existing``.
 Every missing prerequisite (Docker CLI, a running Docker engine, kind, helm when asked
 for) is reported in one line before anything is created. The install uses the
 driver's Helm chart when ``helm`` is on PATH, else the manifests we keep
-(``kind/manifests/dra-example-driver.yaml``, with ``${DRIVER_IMAGE}`` and
+(``data/kind/manifests/dra-example-driver.yaml``, with ``${DRIVER_IMAGE}`` and
 ``${KUBELET_ROOT}`` filled in).
 """
 
