@@ -4,7 +4,8 @@
 - a full cluster: diagnose says capacity is exhausted and names the holders;
 - a typo and a full cluster side by side: two different causes for one identical scheduler message;
 - a device allocated twice (forced into a claim's status) or published twice: the uniqueness checks fail;
-- a failing test leaves its namespace as evidence (and keeps it with --keep-on-failure).
+- a failing test leaves its namespace as evidence (and keeps it with --keep-on-failure);
+- a tenant audit over no claims is not established; over a claim two tenants share, it fails.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from dra_harness.kube.pods import (
     wait_unschedulable,
 )
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
+from dra_harness.checks.sharing import NOTHING_AUDITED
 from dra_harness.providers.profiles import by_name
+from dra_harness.report.results import NOT_ESTABLISHED, read_results
 
 
 @pytest.fixture
@@ -129,3 +132,35 @@ def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(
     kept = handle.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")
     assert [n["metadata"]["name"] for n in kept] == [dump["namespace"]]
     assert RUN_LABEL in kept[0]["metadata"]["labels"]
+
+
+TENANT_AUDIT = "suites/test_sharing.py::test_no_existing_claim_is_shared_across_tenants"
+
+
+def _tenant_audit(handle, report) -> tuple[subprocess.CompletedProcess, dict]:
+    out = run_suite(handle.local, TENANT_AUDIT, f"--report-dir={report}", f"--junitxml={report}/junit.xml")
+    rows = [r for r in read_results(report) if r["nodeid"] == TENANT_AUDIT]
+    assert len(rows) == 1, out.stdout[-2000:]
+    return out, rows[0]
+
+
+def test_a_tenant_audit_over_no_claims_is_not_established_and_over_a_crossing_fails(handle, tmp_path):
+    ns = "controls"  # not a harness run's namespace: its claims are the cluster's, and audited
+    out, row = _tenant_audit(handle, tmp_path / "nothing")
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert row["outcome"] == NOT_ESTABLISHED and row["message"] == f"not established: {NOTHING_AUDITED}", row
+    assert row["evidence"][0]["claims_audited"] == 0
+
+    handle.claim(ns, "shared")
+    for name in ("a-1", "a-2"):
+        handle.pod(ns, name, claim="shared", labels={"tenant": "team-a"})
+        wait_running(handle.kube, ns, name)
+    out, row = _tenant_audit(handle, tmp_path / "one-tenant")
+    assert out.returncode == 0 and row["outcome"] == "passed", (row, out.stdout[-2000:])
+    assert row["evidence"][0]["claims_audited"] == 1
+
+    handle.pod(ns, "b-1", claim="shared", labels={"tenant": "team-b"})
+    wait_running(handle.kube, ns, "b-1")
+    out, row = _tenant_audit(handle, tmp_path / "crossing")
+    assert out.returncode == 1 and row["outcome"] == "failed", (row, out.stdout[-2000:])
+    assert f"claim {ns}/shared" in out.stdout and "is shared across tenants (team-a: a-1, a-2; team-b: b-1)" in out.stdout

@@ -6,7 +6,7 @@ import pytest
 
 from dra_harness.checks import cel
 from dra_harness.checks.diagnose import _Cluster, diagnose_request
-from dra_harness.checks.sharing import double_allocations, tenant_crossings
+from dra_harness.checks.sharing import audited_claims, double_allocations, tenant_crossings
 
 DRIVER = "gpu.example.com"
 
@@ -96,6 +96,17 @@ def test_a_claim_reserved_for_two_tenants_is_a_crossing():
     assert len(tenant_crossings([claim], pods, "tenant")) == 1
     pods[1]["metadata"]["labels"]["tenant"] = "a"
     assert tenant_crossings([claim], pods, "tenant") == []
+
+
+def test_only_claims_reserved_for_pods_that_exist_are_audited():
+    reserved = claim_holding("reserved", "n0", 0)
+    reserved["status"]["reservedFor"] = [{"resource": "pods", "name": "x", "uid": "1"}]
+    gone = claim_holding("consumer-gone", "n0", 1)
+    gone["status"]["reservedFor"] = [{"resource": "pods", "name": "y", "uid": "2"}]
+    idle = claim_holding("idle", "n1", 0)
+    pods = [{"metadata": {"name": "x", "uid": "1", "labels": {"tenant": "a"}}}]
+    assert [c["metadata"]["name"] for c in audited_claims([reserved, gone, idle], pods)] == ["reserved"]
+    assert audited_claims([gone, idle], pods) == []  # the suite reports this audit as not established
 
 
 @pytest.mark.parametrize("text, value", [("80Gi", 80 * 2**30), ("1.5k", 1500), ("500m", 0.5), ("1e3", 1000), ("100", 100)])

@@ -10,10 +10,12 @@ from dra_harness.providers.hardware import Hardware
 from dra_harness.report import write_report
 from dra_harness.report.results import NOT_ESTABLISHED, established
 from dra_harness.report.summary import build_summary
+from dra_harness.checks.sharing import NOTHING_AUDITED
 from tests.unit.report_runs import DEFAULT_TESTS, make_run
 
 HARDWARE_FILE = Path(__file__).resolve().parents[2] / "fixtures/hardware/embedded-default.yaml"
 INVENTORY = "suites/test_inventory.py::test_device_counts_match_the_expected_hardware"
+TENANT_AUDIT = "suites/test_sharing.py::test_no_existing_claim_is_shared_across_tenants"
 
 
 def _with_baseline(source: str, outcome: str = "passed") -> list:
@@ -91,3 +93,24 @@ def test_an_existing_cluster_without_a_hardware_file_is_its_own_baseline(monkeyp
     from_file = existing.ExistingProvider({"kubeconfig": "kc", "driver": "example", "expected_hardware": str(HARDWARE_FILE)},
                                           "r1").open(owner_pid=0)
     assert from_file.expected_source == "file"
+
+
+def _tenant_audit_over(claims: int) -> list:
+    """The default run, its tenant audit having audited ``claims`` claims (recorded as the suite does)."""
+    records = [{"claims_audited": claims, "findings": []}] + ([{"not_established": NOTHING_AUDITED}] if not claims else [])
+    return [(m, n, o, s, records if n == TENANT_AUDIT.split("::")[1] else r) for m, n, o, s, r in DEFAULT_TESTS]
+
+
+def test_a_tenant_audit_over_no_claims_is_not_established_and_says_why(tmp_path):
+    summary = build_summary(make_run(tmp_path / "empty", tests=_tenant_audit_over(0), contention_scale=None))
+    row = next(r for r in summary["results"] if r["nodeid"] == TENANT_AUDIT)
+    assert row["outcome"] == NOT_ESTABLISHED and row["message"] == f"not established: {NOTHING_AUDITED}"
+    assert summary["counts"] == {"passed": len(DEFAULT_TESTS) - 1, NOT_ESTABLISHED: 1}
+    assert "1 not established (they had nothing to check" in summary["verdict_reason"]
+    assert [(f["severity"], f["test"]) for f in summary["findings"]] == [(NOT_ESTABLISHED, TENANT_AUDIT)]
+
+
+def test_a_tenant_audit_over_claims_passes_and_a_failed_one_stays_failed(tmp_path):
+    summary = build_summary(make_run(tmp_path / "audited", tests=_tenant_audit_over(3), contention_scale=None))
+    assert next(r for r in summary["results"] if r["nodeid"] == TENANT_AUDIT)["outcome"] == "passed"
+    assert established("failed", "crossing", [{"not_established": NOTHING_AUDITED}]) == ("failed", "crossing")

@@ -4,6 +4,9 @@ Sharing a device is not isolation. These audits read every ResourceClaim at once
 report (a) devices held by more than one claim, which must never happen for devices
 that do not allow multiple allocations, and (b) claims reserved for pods of different
 tenants, a tenant boundary crossed by design or by mistake. Pure logic over dicts.
+
+A tenant audit can only judge claims reserved for pods that exist; an audit over none of
+them found nothing because it looked at nothing, and says so (:data:`NOTHING_AUDITED`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ def double_allocations(claims: list[Obj], shareable: set[tuple[str, str, str]] =
         for key, h in sorted(holders.items())
         if len(set(h)) > 1
     ]
+
+
+NOTHING_AUDITED = ("no claim outside the harness's namespaces is reserved for a pod that exists, "
+                   "so no tenant boundary was audited")
+
+
+def audited_claims(claims: list[Obj], pods: list[Obj]) -> list[Obj]:
+    """The claims a tenant audit can judge: those reserved for at least one pod in ``pods``."""
+    uids = {p["metadata"]["uid"] for p in pods}
+    return [c for c in claims
+            if any(r.get("resource") == "pods" and r.get("uid") in uids for r in c.get("status", {}).get("reservedFor") or [])]
 
 
 def tenant_crossings(claims: list[Obj], pods: list[Obj], tenant_label: str) -> list[SharingFinding]:

@@ -8,7 +8,8 @@ Measurements are the timings tests record (keys ending in ``_s``, or ``seconds``
 A check that passed against expectations taken from the cluster under test (the
 inventory suite records ``expected_source: observed`` on an existing cluster without
 ``--expected-hardware``) compared the cluster with itself: it passes by construction,
-so the report shows it as *not established*, never as passed.
+so the report shows it as *not established*, never as passed. So is a pass whose test
+recorded ``not_established`` (why it had nothing to check, e.g. a tenant audit over no claims).
 """
 
 from __future__ import annotations
@@ -43,9 +44,13 @@ _RANK = {"failed": 4, "error": 4, NOT_ESTABLISHED: 3, "passed": 2, "skipped": 1}
 
 
 def established(outcome: str, message: str, records: list[Obj]) -> tuple[str, str]:
-    """The outcome the report shows: a pass against a baseline observed from the cluster under test is not one."""
+    """The outcome the report shows: a pass against a baseline observed from the cluster under test,
+    or over nothing (a record's ``not_established``), is not one."""
     if outcome == "passed" and any(r.get("expected_source") == "observed" for r in records):
         return NOT_ESTABLISHED, OBSERVED_BASELINE
+    nothing = next((r["not_established"] for r in records if r.get("not_established")), None)
+    if outcome == "passed" and nothing:
+        return NOT_ESTABLISHED, f"not established: {nothing}"
     return outcome, message
 
 

@@ -132,8 +132,10 @@ def build_summary(run_dir: Path) -> Obj:
     else:
         verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
         if counts.get(results.NOT_ESTABLISHED):
-            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (their baseline came from the cluster "
-                       "under test: pass --expected-hardware)")
+            baseline = all(r["message"] == results.OBSERVED_BASELINE for r in rows if r["outcome"] == results.NOT_ESTABLISHED)
+            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (" + (
+                "their baseline came from the cluster under test: pass --expected-hardware)" if baseline
+                else "they had nothing to check or compared the cluster with itself: see the findings)"))
     record = _optional(run_dir / "design.json", design.DESIGN_SCHEMA)
     return {
         "schema": SCHEMA_VERSION,

@@ -18,12 +18,13 @@ from dra_harness.checks.incontainer import devices_seen, probe_pod, read_env
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
-    events_for,
+    allocated_node,
+    condition,
     pod_claims,
     scheduling_message,
     wait_running,
 )
-from dra_harness.kube.waits import watch_until
+from dra_harness.kube.waits import wait_for_object, watch_until
 
 pytestmark = pytest.mark.disruptive
 
@@ -94,36 +95,77 @@ def test_new_claims_allocate_after_a_restart(cluster, namespace, disruptor, evid
     _record(evidence, record)
 
 
-def test_a_claim_made_while_the_driver_is_down_is_allocated_or_waits_with_a_reason(cluster, namespace, disruptor, evidence):
+def _scheduler_decided(pod: dict) -> bool:
+    """The scheduler has bound the pod, or marked it Unschedulable."""
+    cond = condition(pod, "PodScheduled") or {}
+    return cond.get("status") == "True" or cond.get("reason") == "Unschedulable"
+
+
+@pytest.mark.parametrize("slices", ["kept", "wiped"])
+def test_a_claim_made_while_the_driver_is_down_is_allocated_or_waits_with_a_reason(
+        cluster, namespace, disruptor, evidence, slices):
+    """What the node publishes when the claim is made decides the one outcome expected:
+    its stopped driver's slices still published (``kept``: simulated nodes, and a real
+    kubelet's first 30 s) -> the claim is allocated one of those devices on the node; the pod
+    runs on a simulated node, and on a real kubelet waits, FailedPrepareDynamicResources,
+    until the driver is back. Nothing published (``wiped``, as a kubelet does after 30 s) ->
+    PodScheduled False, Unschedulable, "cannot allocate all claims". Either way the pod runs
+    on the node once the driver is back."""
     _needs_driver_held_down(cluster)
     node = disruptor.target_node()
     cluster.template(namespace, "gpu")
-    seen: dict[str, str] = {}
+    kube = cluster.kube
+    seen: dict = {}
 
     def create_while_down() -> None:
+        if slices == "wiped":
+            for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={cluster.driver},spec.nodeName={node}"):
+                kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+        seen["published"] = sorted(_devices(cluster, node))
         cluster.pod(namespace, "during", template="gpu", node_name=node)
-        try:
-            pod = wait_running(cluster.kube, namespace, "during", timeout=5)
-            claim = pod_claims(cluster.kube, pod)["gpu"]
-            seen["while_down"] = f"allocated {', '.join(str(d) for d in allocated_devices(claim))} from slices published before the stop"
-        except AssertionError:
-            pod = cluster.kube.get(rest.PODS, "during", namespace)
-            if pod["spec"].get("nodeName") and cluster.runs_containers():
-                # Allocated from the slices still published; a real kubelet waits for the driver to prepare.
-                warnings = [e.get("message", "") for e in events_for(cluster.kube, namespace, "during") if e.get("type") == "Warning"]
-                seen["while_down"] = f"waiting for the kubelet to prepare on {pod['spec']['nodeName']}: " + (
-                    warnings[-1] if warnings else "no event yet")
-            else:
-                seen["while_down"] = f"pending: {scheduling_message(pod)}"
+        seen["pod"] = wait_for_object(kube, rest.PODS, "during", _scheduler_decided, 30,
+                                      f"the scheduler to bind pod {namespace}/during or mark it Unschedulable", namespace)
+        if seen["published"] and seen["pod"]["spec"].get("nodeName") and node in cluster.container_nodes():
+            def unprepared(items: list[dict]) -> list[dict]:
+                return [e for e in items if e.get("reason") == "FailedPrepareDynamicResources"]
+
+            seen["event"] = unprepared(watch_until(
+                kube, rest.EVENTS, lambda items: bool(unprepared(items)), 30,
+                f"the kubelet of {node} to report that it cannot prepare pod {namespace}/during without its driver",
+                namespace=namespace, field_selector="involvedObject.kind=Pod,involvedObject.name=during"))[-1]
+            seen["pod"] = kube.get(rest.PODS, "during", namespace)
+        elif seen["pod"]["spec"].get("nodeName"):
+            seen["pod"] = wait_running(kube, namespace, "during", timeout=30)
 
     with disruptor.restoring(node):
         record = disruptor.restart_driver(node, down_for=6.0, deadline=RETURN_DEADLINE_S, while_down=create_while_down)
     _record(evidence, record)
     assert not record.failure, record.failure
-    pod = wait_running(cluster.kube, namespace, "during", timeout=60)
-    evidence.record(while_driver_down=seen["while_down"], finally_running_on=pod["spec"]["nodeName"])
-    if seen["while_down"].startswith("pending"):
-        assert "cannot allocate" in seen["while_down"] or "claim" in seen["while_down"], seen["while_down"]
+    pod, published = seen["pod"], seen["published"]
+    verdict = scheduling_message(pod)
+    if published:
+        claim = pod_claims(kube, pod)["gpu"]
+        devices = [d.device for d in allocated_devices(claim)]
+        while_down = f"allocated {', '.join(devices)} from the slices {node} still published"
+        assert pod["spec"].get("nodeName") == node and allocated_node(claim) == node and len(devices) == 1 \
+            and devices[0] in published, (
+            f"with {len(published)} devices of {node} still published, the claim should be allocated one of them "
+            f"on {node}; the scheduler says: {verdict}; allocated: {devices}")
+        if "event" in seen:
+            while_down += f"; the kubelet waits: {seen['event']['reason']}: {seen['event'].get('message', '')}"
+            assert pod["status"].get("phase") == "Pending", f"the pod ran without its driver: phase {pod['status'].get('phase')}"
+        else:
+            assert pod["status"].get("phase") == "Running", f"phase {pod['status'].get('phase')} on simulated node {node}"
+    else:
+        cond = condition(pod, "PodScheduled") or {}
+        while_down = f"pending: {verdict}"
+        assert cond.get("status") == "False" and cond.get("reason") == "Unschedulable" \
+            and "cannot allocate all claims" in cond.get("message", ""), (
+            f"with no device of {node} published, the scheduler should say it cannot allocate the pod's claim; "
+            f"PodScheduled says: {verdict}")
+    pod = wait_running(kube, namespace, "during", timeout=60)
+    evidence.record(while_driver_down=while_down, finally_running_on=pod["spec"]["nodeName"])
+    assert pod["spec"]["nodeName"] == node
 
 
 def test_slices_wiped_while_the_driver_is_down_come_back_with_it(cluster, namespace, disruptor, evidence):

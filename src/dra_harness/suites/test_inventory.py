@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.checks import cel
 from dra_harness.checks.inventory import audit
 from dra_harness.providers.hardware import devices_by_node
 from dra_harness.kube import rest
@@ -69,11 +70,65 @@ def test_pools_are_complete_and_no_slice_is_stale(findings):
     assert not problems, f"incomplete pools or stale slices:\n{problems}"
 
 
-def test_the_device_class_selects_the_drivers_devices(cluster):
+def _published_everywhere(cluster) -> dict[tuple[str, str, str], dict]:
+    """(driver, pool, device) -> device, for every device any driver publishes."""
+    out = {}
+    for s in cluster.kube.list(rest.RESOURCE_SLICES):
+        for d in s["spec"].get("devices") or []:
+            out[(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])] = d
+    return out
+
+
+def _names(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _unpublished_references(expressions: list[str], everything: dict) -> list[str]:
+    """Attributes and capacities the selectors read that no device publishes (the likely typo)."""
+    published = set()
+    for (driver, _, _), device in everything.items():
+        for kind in ("attributes", "capacity"):
+            for name in device.get(kind) or {}:
+                domain, _, short = name.rpartition("/")
+                published.add((kind, domain or driver, short))
+    return sorted({f"{domain}/{name}" for e in expressions for kind, domain, name in cel.references(e)
+                   if (kind, domain, name) not in published})
+
+
+def test_the_device_class_selects_exactly_the_drivers_devices(cluster, evidence):
+    """The class's CEL selectors, evaluated (cel-python, as the scheduler would) against every
+    device any driver publishes, select all of the driver's devices and no other: a typo'd
+    selector that matches nothing, one that matches a subset, or one that also takes another
+    driver's devices all fail, naming the devices and the selector."""
     device_class = cluster.kube.get(rest.DEVICE_CLASSES, cluster.device_class)
-    expressions = [s["cel"]["expression"] for s in device_class["spec"].get("selectors", []) if "cel" in s]
-    assert any(cluster.driver in e for e in expressions), (
-        f"DeviceClass {cluster.device_class} does not select driver {cluster.driver}: {expressions}"
+    expressions = [s["cel"]["expression"] for s in device_class["spec"].get("selectors") or [] if "cel" in s]
+    everything = _published_everywhere(cluster)
+    errors: dict[str, str] = {}
+
+    def selected(key: tuple[str, str, str], device: dict) -> bool:
+        for expression in expressions:  # a class's selectors must all match
+            outcome = cel.evaluate(expression, key[0], device)
+            if not outcome.matched:
+                if outcome.error:
+                    errors.setdefault(expression, outcome.error)
+                return False
+        return True
+
+    chosen = sorted(k for k, d in everything.items() if selected(k, d))
+    drivers = sorted(k for k in everything if k[0] == cluster.driver)
+    evidence.record(device_class=cluster.device_class, selectors=expressions, selected=len(chosen),
+                    driver_devices=len(drivers))
+    assert drivers, f"{cluster.driver} publishes no devices: DeviceClass {cluster.device_class} has nothing to select"
+    missed = [k for k in drivers if k not in set(chosen)]
+    foreign = [k for k in chosen if k[0] != cluster.driver]
+    unknown = _unpublished_references(expressions, everything)
+    assert not missed and not foreign, (
+        f"DeviceClass {cluster.device_class} selects {len(chosen)} devices; {cluster.driver} publishes {len(drivers)}"
+        + (f"\n- not selected ({len(missed)}): {_names(['/'.join(k[1:]) for k in missed])}" if missed else "")
+        + (f"\n- selected but not {cluster.driver}'s ({len(foreign)}): {_names(['/'.join(k) for k in foreign])}" if foreign else "")
+        + f"\n- selectors: {expressions}"
+        + (f"\n- read but published by no device: {', '.join(unknown)}" if unknown else "")
+        + (f"\n- evaluation errors: {errors}" if errors else "")
     )
 
 

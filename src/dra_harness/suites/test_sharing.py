@@ -30,7 +30,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import wait_for_deletion, wait_for_object
 from dra_harness.labels import RUN_LABEL
-from dra_harness.checks.sharing import double_allocations, tenant_crossings
+from dra_harness.checks.sharing import NOTHING_AUDITED, audited_claims, double_allocations, tenant_crossings
 
 SIMULATED = "containers do not run on simulated (KWOK) nodes, so there is no in-container view to compare"
 
@@ -118,11 +118,18 @@ def test_the_tenant_audit_reports_a_claim_shared_across_tenants(cluster, namespa
 
 def test_no_existing_claim_is_shared_across_tenants(cluster, tenant_label, run_id, evidence):
     """The audit over everything no run of the harness created (another run's deliberate
-    crossings, made at the same time on the same cluster, are not the cluster's)."""
+    crossings, made at the same time on the same cluster, are not the cluster's). Only claims
+    reserved for pods can cross tenants: with none, the report shows the check as not
+    established, never as passed."""
     harness = {n["metadata"]["name"] for n in cluster.kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)}
     claims = [c for c in cluster.kube.list(rest.RESOURCE_CLAIMS) if c["metadata"]["namespace"] not in harness]
-    findings = tenant_crossings(claims, cluster.kube.list(rest.PODS), tenant_label)
-    evidence.record(claims_audited=len(claims), tenant_label=tenant_label, findings=[f.message for f in findings])
+    pods = cluster.kube.list(rest.PODS)
+    audited = audited_claims(claims, pods)
+    findings = tenant_crossings(audited, pods, tenant_label)
+    evidence.record(claims_audited=len(audited), claims_listed=len(claims), tenant_label=tenant_label,
+                    findings=[f.message for f in findings])
+    if not audited:
+        evidence.record(not_established=NOTHING_AUDITED)
     assert not findings, "\n".join(f.message for f in findings)
 
 
