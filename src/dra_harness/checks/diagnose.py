@@ -56,7 +56,7 @@ class _Cluster:
     nodes: dict[str, Obj]
 
     @classmethod
-    def read(cls, kube: Kube) -> "_Cluster":
+    def read(cls, kube: Kube) -> _Cluster:
         return cls(
             slices=kube.list(rest.RESOURCE_SLICES),
             classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},

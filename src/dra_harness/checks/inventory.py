@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from dra_harness.providers.hardware import Hardware, Obj, attribute_value, devices_by_node, newest_generation
 

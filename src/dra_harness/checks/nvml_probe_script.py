@@ -136,7 +136,7 @@ def collect(nvml, environ=os.environ):
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001, S110 - nothing useful to add
+        except Exception:  # noqa: BLE001 - nothing useful to add
             pass
     return report
 

@@ -135,7 +135,7 @@ def _check_inputs(config: pytest.Config) -> None:
     if version and version not in KUBERNETES_VERSIONS:
         raise pytest.UsageError(f"--k8s-version {version}: choose one of {', '.join(KUBERNETES_VERSIONS)}")
     name = config.getoption("--cluster-name")
-    if name and (provider == "existing" or provider == "local" and LocalCluster(name).state() is None):
+    if name and (provider == "existing" or (provider == "local" and LocalCluster(name).state() is None)):
         raise pytest.UsageError(f"--cluster-name {name}: no running embedded cluster of that name")
     opt = config.getoption
     try:

@@ -8,7 +8,6 @@ placeholders filled here rather than three near-identical copies.
 
 from __future__ import annotations
 
-from pathlib import Path
 from string import Template
 
 import yaml

@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
+import matplotlib.pyplot as plt  # after choosing the backend
 
 Obj = dict[str, Any]
 
