@@ -29,8 +29,7 @@ from dra_harness.checks import cel
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, claim_names, events_for, scheduling_message
 from dra_harness.kube.rest import Kube
-
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 
 @dataclass
