@@ -11,6 +11,7 @@ before the suites disturb it.
 
 from __future__ import annotations
 
+import functools
 import os
 from importlib import resources
 import signal
@@ -66,7 +67,7 @@ def _fingerprint(options: RunOptions, cluster: LocalCluster | None, console: Con
                 "feature_gates": {"status": "unknown", "reason": why}}
     if cluster is not None:
         kube = cluster.kube()
-        sources = {c: (lambda c=c: cluster.metrics(c)) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
+        sources: dict[str, fingerprint.MetricsSource] = {c: functools.partial(cluster.metrics, c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
         build = f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}"
         extra = {"cluster": {"nodes": options.nodes, "gpus_per_node": options.gpus_per_node}}
     else:
