@@ -18,7 +18,7 @@ from dra_harness.providers.embedded.processes import listening_sockets
 
 def _alive(pid: int) -> bool:
     try:
-        stat = open(f"/proc/{pid}/stat").read()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -27,7 +27,7 @@ class Corpus:
     pem_lines: tuple[str, ...]
 
     @classmethod
-    def new(cls) -> "Corpus":
+    def new(cls) -> Corpus:
         def rand(n: int) -> str:
             return os.urandom(n).hex()
 
@@ -36,7 +36,7 @@ class Corpus:
                    url_password="up" + rand(8), pem_lines=pem)
 
     @classmethod
-    def from_env(cls) -> "Corpus":
+    def from_env(cls) -> Corpus:
         raw = json.loads(os.environ[ENV])
         return cls(**{**raw, "pem_lines": tuple(raw["pem_lines"])})
 

@@ -50,5 +50,5 @@ def test_negative_control_a_listener_beyond_loopback_that_serves_strangers_is_fl
     problems = unauthenticated(_listeners(), lambda host, port: answers[port])
     assert len(problems) == 1 and "0.0.0.0:8080 answers a stranger: http 200" in problems[0]
     for answer in ("https 200", "https 403", "no answer: TLS UNKNOWN"):
-        assert unauthenticated(_listeners()[1:2], lambda host, port: answer), answer
+        assert unauthenticated(_listeners()[1:2], lambda host, port, answer=answer: answer), answer
     assert "https 401" in REFUSALS and "tls requires a client certificate" in REFUSALS

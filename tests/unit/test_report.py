@@ -129,7 +129,7 @@ def test_the_design_record_is_compared_point_by_point(tmp_path):
     ],
 )
 def test_an_invalid_design_file_is_rejected_in_one_line(tmp_path, change, message):
-    data = {**yaml.safe_load(open(EXAMPLE_DESIGN)), **change}
+    data = {**yaml.safe_load(EXAMPLE_DESIGN.read_text()), **change}
     path = tmp_path / "design.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(DesignFileError) as e:

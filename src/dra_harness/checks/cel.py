@@ -20,7 +20,7 @@ import celpy
 import celpy.celtypes as ct
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+_DECIMAL: dict[str, Fraction | int] = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
 
@@ -32,7 +32,7 @@ class _Ordered:
     key: Any
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.key == other.key  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.key == other.key
 
     def __lt__(self, other: _Ordered) -> bool:
         return self.key < other.key
@@ -98,7 +98,8 @@ class SelectorError(ValueError):
 def _program(expression: str):
     env = celpy.Environment()
     try:
-        return env.program(env.compile(expression), functions=FUNCTIONS)
+        # Our functions return Quantity and Semver objects, which celpy passes through but does not type.
+        return env.program(env.compile(expression), functions=FUNCTIONS)  # type: ignore[arg-type]
     except celpy.CELParseError as e:
         raise SelectorError(f"selector does not compile: {expression}") from e
 

@@ -29,8 +29,7 @@ from dra_harness.checks import cel
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, claim_names, events_for, scheduling_message
 from dra_harness.kube.rest import Kube
-
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 
 @dataclass
@@ -56,7 +55,7 @@ class _Cluster:
     nodes: dict[str, Obj]
 
     @classmethod
-    def read(cls, kube: Kube) -> "_Cluster":
+    def read(cls, kube: Kube) -> _Cluster:
         return cls(
             slices=kube.list(rest.RESOURCE_SLICES),
             classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},

@@ -288,7 +288,7 @@ class Disruptor:
         return result
 
     @contextmanager
-    def restoring(self, *nodes: str, deadline: float = 90.0) -> Iterator["Disruptor"]:
+    def restoring(self, *nodes: str, deadline: float = 90.0) -> Iterator[Disruptor]:
         """Undo on the way out what this disruptor did to ``nodes``: uncordon what it cordoned,
         start a driver it stopped (embedded cluster), or wait for the DaemonSet's replacement,
         so the next test finds the node whole."""

@@ -9,10 +9,12 @@ Pure logic over plain dicts: no API access here.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dra_harness.providers.hardware import Hardware, Obj, attribute_value, devices_by_node, newest_generation
+from dra_harness.kube.types import Obj, ResourceSlice
+from dra_harness.providers.hardware import Hardware, attribute_value, devices_by_node, newest_generation
 
 @dataclass(frozen=True)
 class Finding:
@@ -23,7 +25,7 @@ class Finding:
     objects: tuple[str, ...] = ()
 
 
-def audit(slices: list[Obj], hardware: Hardware, node_names: set[str] | None = None) -> list[Finding]:
+def audit(slices: Sequence[ResourceSlice | Obj], hardware: Hardware, node_names: set[str] | None = None) -> list[Finding]:
     """Every way the published slices differ from ``hardware``.
 
     ``node_names`` are the Node objects that exist; a slice for any other node is stale.
@@ -44,12 +46,12 @@ def audit(slices: list[Obj], hardware: Hardware, node_names: set[str] | None = N
         findings.append(Finding("unexpected-node", f"node {node} publishes {len(by_node[node])} devices of {hardware.driver} but is not in the expected hardware", (node,)))
     if node_names is not None:
         for s in ours:
-            node = s["spec"].get("nodeName")
-            if node and node not in node_names:
-                findings.append(Finding("stale-slice", f"ResourceSlice {s['metadata']['name']} is for node {node}, which does not exist", (s["metadata"]["name"],)))
+            slice_node = s["spec"].get("nodeName")
+            if slice_node and slice_node not in node_names:
+                findings.append(Finding("stale-slice", f"ResourceSlice {s['metadata']['name']} is for node {slice_node}, which does not exist", (s["metadata"]["name"],)))
 
     # Pools: complete, and owned by one node.
-    pool_slices: dict[str, list[Obj]] = defaultdict(list)
+    pool_slices: dict[str, list[ResourceSlice | Obj]] = defaultdict(list)
     for s in newest:
         pool_slices[s["spec"]["pool"]["name"]].append(s)
     for pool, members in sorted(pool_slices.items()):
@@ -82,7 +84,7 @@ def audit(slices: list[Obj], hardware: Hardware, node_names: set[str] | None = N
                 if attrs.get(name) != want:
                     findings.append(Finding("attribute", f"device {ident}: attribute {name} is {attrs.get(name)!r}, expected {want!r}", (ident,)))
             capacity = {k.split("/")[-1]: v.get("value") for k, v in (d.get("capacity") or {}).items()}
-            for name, want in hardware.capacity.items():
-                if capacity.get(name) != want:
-                    findings.append(Finding("capacity", f"device {ident}: capacity {name} is {capacity.get(name)!r}, expected {want!r}", (ident,)))
+            for name, want_capacity in hardware.capacity.items():
+                if capacity.get(name) != want_capacity:
+                    findings.append(Finding("capacity", f"device {ident}: capacity {name} is {capacity.get(name)!r}, expected {want_capacity!r}", (ident,)))
     return findings

@@ -16,16 +16,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dra_harness.kube import rest
 from dra_harness.kube.builders import meta
 from dra_harness.kube.pods import pending_reason
 from dra_harness.kube.pods import allocated_devices
+from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.providers.profiles import DriverProfile
 
-Obj = dict[str, Any]
 SCRIPT_PATH = Path(__file__).with_name("nvml_probe_script.py")
 SCRIPT = SCRIPT_PATH.read_text()
 MARKER = "DRA_HARNESS_NVML_PROBE"

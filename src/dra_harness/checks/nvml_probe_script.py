@@ -69,7 +69,7 @@ def _mig_devices(nvml, handle, errors):
             mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except Exception:  # noqa: BLE001 - NVMLError_NotFound marks an empty slot
             continue
-        mig_errors = {}
+        mig_errors: dict[str, dict] = {}
         out.append({
             "slot": slot,
             "uuid": _text(_try(mig_errors, "uuid", nvml.nvmlDeviceGetUUID, mig)),
@@ -80,7 +80,7 @@ def _mig_devices(nvml, handle, errors):
 
 
 def _device(nvml, index):
-    errors = {}
+    errors: dict[str, dict] = {}
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     pci = _try(errors, "pciInfo", nvml.nvmlDeviceGetPciInfo, handle)
     mig_mode = _try(errors, "migMode", nvml.nvmlDeviceGetMigMode, handle)
@@ -121,7 +121,7 @@ def collect(nvml, environ=os.environ):
         report["error"] = {"call": "nvmlInit", **_error(exc)}
         return report
     try:
-        versions = {}
+        versions: dict[str, dict] = {}
         report["nvml"] = {
             "driverVersion": _text(_try(versions, "driverVersion", nvml.nvmlSystemGetDriverVersion)),
             "nvmlVersion": _text(_try(versions, "nvmlVersion", nvml.nvmlSystemGetNVMLVersion)),
@@ -136,7 +136,7 @@ def collect(nvml, environ=os.environ):
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001, S110 - nothing useful to add
+        except Exception:  # noqa: BLE001 - nothing useful to add
             pass
     return report
 

@@ -12,12 +12,12 @@ them found nothing because it looked at nothing, and says so (:data:`NOTHING_AUD
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
 
 from dra_harness.kube.pods import allocated_devices
-
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj, Pod, ResourceClaim
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,11 @@ class SharingFinding:
     message: str
 
 
-def _name(obj: Obj) -> str:
+def _name(obj: ResourceClaim | Pod | Obj) -> str:
     return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
 
-def double_allocations(claims: list[Obj], shareable: set[tuple[str, str, str]] = frozenset()) -> list[SharingFinding]:
+def double_allocations(claims: Sequence[ResourceClaim | Obj], shareable: AbstractSet[tuple[str, str, str]] = frozenset()) -> list[SharingFinding]:
     """Devices that two different claims hold (admin-access results and shareable devices excepted)."""
     holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for claim in claims:
@@ -50,14 +50,14 @@ NOTHING_AUDITED = ("no claim outside the harness's namespaces is reserved for a 
                    "so no tenant boundary was audited")
 
 
-def audited_claims(claims: list[Obj], pods: list[Obj]) -> list[Obj]:
+def audited_claims(claims: Sequence[ResourceClaim | Obj], pods: Sequence[Pod | Obj]) -> list[ResourceClaim | Obj]:
     """The claims a tenant audit can judge: those reserved for at least one pod in ``pods``."""
     uids = {p["metadata"]["uid"] for p in pods}
     return [c for c in claims
             if any(r.get("resource") == "pods" and r.get("uid") in uids for r in c.get("status", {}).get("reservedFor") or [])]
 
 
-def tenant_crossings(claims: list[Obj], pods: list[Obj], tenant_label: str) -> list[SharingFinding]:
+def tenant_crossings(claims: Sequence[ResourceClaim | Obj], pods: Sequence[Pod | Obj], tenant_label: str) -> list[SharingFinding]:
     """Claims reserved for pods whose ``tenant_label`` values differ (a missing label counts as a value)."""
     by_uid = {p["metadata"]["uid"]: p for p in pods}
     findings = []

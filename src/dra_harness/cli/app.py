@@ -38,13 +38,13 @@ def _usage_error(e: click.UsageError) -> None:
 
 
 class Cli(click.Group):
-    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def, override]
+    def make_context(self, info_name, args, parent=None, **extra):
         try:  # the top level's own options; a subcommand's are parsed inside invoke()
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as e:
             _usage_error(e)
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except click.UsageError as e:

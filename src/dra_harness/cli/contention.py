@@ -121,7 +121,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 with _progress() as bar:
                     task = bar.add_task(f"{sc.name} / {design}: jobs settled", total=sc.jobs_total)
                     results.append(runner.run_design(kube, topo, design, out, version, probe_result,
-                                                     progress=lambda d, n, total, task=task: bar.update(task, completed=n)))
+                                                     progress=lambda d, n, total, task=task: bar.update(task, completed=n)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         finally:
             topo.delete()
     print_table(results)

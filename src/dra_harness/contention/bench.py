@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dra_harness.kube.rest import Kube
 from dra_harness.contention import metrics, plots
@@ -43,7 +44,7 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
         rec = Recorder(kube, ns)
         topo.install("shared", ns)
         rec.start()
-        arrivals = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
+        arrivals: list[dict[str, Any]] = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
                      "body": topo.pod("shared", f"b-{i}", "bench", hold)} for i in range(claims)]
         t0 = time.time() + 2.0
         sent = send_arrivals(kube, ns, arrivals, t0, timeout=claims / rate + 60)
@@ -59,10 +60,10 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
     with rec.lock:
         lat = [rec.claim_allocated[c] - rec.claim_seen[c] for c in rec.claim_allocated if c in rec.claim_seen]
         sends = sorted(s["sent"] for s in sent)
-        pod_to_claim = [rec.claim_seen[c] - rec.jobs[h.pod].created for c, h in
-                        ((h.claim, h) for h in rec.all_holds()) if h.pod in rec.jobs and rec.jobs[h.pod].created]
+        pod_to_claim = [rec.claim_seen[c] - created for c, h in
+                        ((h.claim, h) for h in rec.all_holds()) if h.pod in rec.jobs and (created := rec.jobs[h.pod].created)]
     pct = lambda v: {k: metrics.percentile(v, q) for k, q in (("p50", 50), ("p95", 95), ("p99", 99))} | {"max": max(v) if v else None}  # noqa: E731
-    result = {
+    result: dict[str, Any] = {
         "bench": "allocation", "k8s_version": k8s_version, "rate": rate, "nodes": nodes,
         "devices": nodes * devices_per_node, "claims": claims, "hold_s": hold, "allocated": len(lat),
         "achieved_rate": (len(sends) - 1) / (sends[-1] - sends[0]) if len(sends) > 1 else 0.0,

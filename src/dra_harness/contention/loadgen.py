@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 
 def main(plan_path: str, out_path: str) -> int:
@@ -22,7 +23,7 @@ def main(plan_path: str, out_path: str) -> int:
     from locust.env import Environment
     from locust.exception import StopUser
 
-    plan = json.loads(open(plan_path).read())
+    plan = json.loads(Path(plan_path).read_text())
     jobs = plan["jobs"]
     t0 = plan["t0"]
     results: list[dict] = []

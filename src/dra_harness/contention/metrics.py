@@ -59,7 +59,7 @@ def utilisation(holds: list[Hold], t0: float, t_end: float, total: int, compress
                 step_wall: float = 0.5) -> dict:
     """Busy devices sampled every ``step_wall`` seconds; t_s in scenario seconds."""
     samples = []
-    n = max(1, int(math.ceil((t_end - t0) / step_wall)))
+    n = max(1, math.ceil((t_end - t0) / step_wall))
     for i in range(n + 1):
         t = t0 + i * step_wall
         busy = sum(len(h.devices) for h in holds if h.start <= t and (h.end is None or h.end > t))

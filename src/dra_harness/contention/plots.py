@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # after choosing the backend
 
 
 def wait_cdf(path: Path, title: str, waits: dict[str, list[float]], tolerable: dict[str, float] | None,

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 from dra_harness import lifetime
 from dra_harness.kube import rest
@@ -67,7 +68,7 @@ def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, t
     """Run locust in its own process over ``arrivals``; return its per-job lines and stats line."""
     cfg = kube.configuration
     headers = {}
-    for s in cfg.auth_settings().values():
+    for s in cast(dict[str, dict[str, Any]], cfg.auth_settings()).values():  # all APIKeyAuthSetting dicts
         if s.get("in") == "header" and s.get("value"):
             headers[s["key"]] = s["value"]
     with tempfile.TemporaryDirectory(prefix="dra-harness-loadgen-") as tmp:
@@ -111,7 +112,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         topo.install(design, ns)
         rec.start()
         phases["setup_s"] = round(time.monotonic() - started, 1)
-        arrivals = [{"name": j.name, "tier": j.tier, "at": sc.wall(j.at_s),
+        arrivals: list[dict[str, Any]] = [{"name": j.name, "tier": j.tier, "at": sc.wall(j.at_s),
                      "body": topo.pod(design, j.name, j.tier, sc.wall(j.duration_s))} for j in jobs]
         if inject:
             inject(jobs, arrivals)
@@ -145,7 +146,7 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
                 if any(lo <= d.ordinal < hi for lo, hi in reserved_ranges.values())}
     util = metrics.utilisation(holds, t0, t_end, sc.total_devices, sc.time_compression)
     base = f"{sc.name}-{design}"
-    result = {
+    result: dict[str, Any] = {
         "scenario": sc.name, "design": design, "k8s_version": k8s_version,
         "jobs_total": len(jobs), "jobs_completed": sum(1 for j in jobs if records.get(j.name) and records[j.name].completed),
         "jobs_lost": len(lost), "lost": dict(list(lost.items())[:50]),

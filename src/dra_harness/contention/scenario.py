@@ -26,7 +26,7 @@ class ScenarioError(ValueError):
     """A scenario file is malformed; the message is one line: ``scenario file <path>: field: problem``."""
 
 
-_DURATION = {"oneOf": [{"type": "number", "minimum": 0},
+_DURATION: dict[str, Any] = {"oneOf": [{"type": "number", "minimum": 0},
                        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*$"}]}
 _NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?$"}
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 
-Obj = dict[str, Any]
 #: Never pulled on simulated nodes; a real node has it imported locally.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUN_DURATION_ANNOTATION = "dra-harness.io/run-duration"

@@ -27,7 +27,7 @@ class KubeconfigError(RuntimeError):
 
 
 _STR = {"type": "string"}
-_NAMED = {"type": ["array", "null"], "items": {"type": "object", "required": ["name"], "properties": {"name": _STR}}}
+_NAMED: dict[str, Any] = {"type": ["array", "null"], "items": {"type": "object", "required": ["name"], "properties": {"name": _STR}}}
 
 #: The fields the client reads, with their types; everything else a kubeconfig may hold is let through.
 KUBECONFIG_SCHEMA: dict[str, Any] = {

@@ -8,26 +8,23 @@ here always quotes both, so a failed test says *why* the pod is still Pending.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
 from dra_harness.kube.waits import wait_for_object
 
-Obj = dict[str, Any]
 
-
-def condition(obj: Obj, kind: str) -> Obj | None:
+def condition(obj: Pod | Obj, kind: str) -> PodCondition | Obj | None:
     return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
-def pod_ready(pod: Obj) -> bool:
+def pod_ready(pod: Pod | Obj) -> bool:
     """Running, Ready and not being deleted."""
     return (pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
             and (condition(pod, "Ready") or {}).get("status") == "True")
 
 
-def scheduling_message(pod: Obj | None) -> str:
+def scheduling_message(pod: Pod | Obj | None) -> str:
     """The scheduler's verdict on a pod, e.g. ``0/4 nodes are available: ...``."""
     if pod is None:
         return "pod does not exist"
@@ -93,7 +90,7 @@ def wait_unschedulable(kube: Kube, namespace: str, name: str, timeout: float = 6
     )
 
 
-def claim_names(pod: Obj) -> dict[str, str]:
+def claim_names(pod: Pod | Obj) -> dict[str, str]:
     """Pod-level claim name -> ResourceClaim name, as the pod's status records it."""
     out = {c["name"]: c["resourceClaimName"] for c in pod["spec"].get("resourceClaims") or [] if c.get("resourceClaimName")}
     for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
@@ -117,7 +114,7 @@ class Device:
         return (self.driver, self.pool, self.device)
 
 
-def allocated_devices(claim: Obj) -> list[Device]:
+def allocated_devices(claim: ResourceClaim | Obj) -> list[Device]:
     allocation = claim.get("status", {}).get("allocation") or {}
     return [
         Device(r["driver"], r["pool"], r["device"], r.get("request", ""))
@@ -125,7 +122,7 @@ def allocated_devices(claim: Obj) -> list[Device]:
     ]
 
 
-def allocated_node(claim: Obj) -> str | None:
+def allocated_node(claim: ResourceClaim | Obj) -> str | None:
     """The node a node-local allocation is pinned to (from ``allocation.nodeSelector``)."""
     selector = (claim.get("status", {}).get("allocation") or {}).get("nodeSelector") or {}
     for term in selector.get("nodeSelectorTerms") or []:
@@ -135,11 +132,11 @@ def allocated_node(claim: Obj) -> str | None:
     return None
 
 
-def reserved_for(claim: Obj) -> list[str]:
+def reserved_for(claim: ResourceClaim | Obj) -> list[str]:
     return [r["name"] for r in claim.get("status", {}).get("reservedFor") or []]
 
 
-def pod_claims(kube: Kube, pod: Obj) -> dict[str, Obj]:
+def pod_claims(kube: Kube, pod: Pod | Obj) -> dict[str, Obj]:
     """Pod-level claim name -> the ResourceClaim object."""
     ns = pod["metadata"]["namespace"]
     return {name: kube.get(rest.RESOURCE_CLAIMS, claim, ns) for name, claim in claim_names(pod).items()}

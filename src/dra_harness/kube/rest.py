@@ -10,17 +10,18 @@ its typed APIs remain available on :class:`dra_harness.kube.client.Clients`.
 
 from __future__ import annotations
 
+import builtins
 import json
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import urllib3
 from kubernetes import client
 
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 
 class ApiError(Exception):
@@ -118,7 +119,8 @@ class Kube:
         if content_type:
             headers["Content-Type"] = content_type
         # auth_settings() re-runs token refresh hooks (exec plugins) when needed.
-        for setting in self.configuration.auth_settings().values():
+        # The client's AuthSettings TypedDict names only BearerToken; its values are all APIKeyAuthSetting dicts.
+        for setting in cast(dict[str, dict[str, Any]], self.configuration.auth_settings()).values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         return headers
@@ -185,7 +187,7 @@ class Kube:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[builtins.list[Obj], str]:  # builtins: in this class, `list` is Kube.list
         out = self.request(
             "GET",
             res.path(namespace),

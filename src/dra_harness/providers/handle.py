@@ -9,6 +9,7 @@ provider lacks skip with that reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -65,7 +66,7 @@ class ClusterHandle:
     def device_class(self) -> str:
         return self.profile.device_class
 
-    def typed(self, api: type[T]) -> T:
+    def typed(self, api: Callable[[client.ApiClient], T]) -> T:
         """A generated typed API (e.g. ``kubernetes.client.ResourceV1Api``) on this cluster's connection.
 
         Suites use the dict-based :attr:`kube` so that fields newer than the client

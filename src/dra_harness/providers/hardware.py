@@ -8,13 +8,13 @@ checks compare it with :func:`devices_by_node`. Pure logic over plain dicts: no 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dra_harness import yamlfile
-
-Obj = dict[str, Any]
+from dra_harness.kube.types import DeviceAttribute, Obj, ResourceSlice, SliceDevice
 
 HARDWARE_SCHEMA: Obj = {
     "type": "object",
@@ -76,7 +76,7 @@ def load_hardware(path: Path | str) -> Hardware:
     )
 
 
-def attribute_value(attr: Obj) -> Any:
+def attribute_value(attr: DeviceAttribute | Obj) -> Any:
     """The value of a slice attribute, whichever of the typed fields holds it."""
     for key in ("string", "int", "bool", "version"):
         if key in attr:
@@ -84,7 +84,7 @@ def attribute_value(attr: Obj) -> Any:
     return None
 
 
-def newest_generation(slices: list[Obj]) -> list[Obj]:
+def newest_generation(slices: Sequence[ResourceSlice | Obj]) -> list[ResourceSlice | Obj]:
     """Slices of the newest generation of each pool (older ones are being replaced)."""
     gen: dict[str, int] = {}
     for s in slices:
@@ -93,8 +93,8 @@ def newest_generation(slices: list[Obj]) -> list[Obj]:
     return [s for s in slices if int(s["spec"]["pool"].get("generation", 0)) == gen[s["spec"]["pool"]["name"]]]
 
 
-def devices_by_node(slices: list[Obj], driver: str) -> dict[str, list[Obj]]:
-    out: dict[str, list[Obj]] = defaultdict(list)
+def devices_by_node(slices: Sequence[ResourceSlice | Obj], driver: str) -> dict[str, list[SliceDevice | Obj]]:
+    out: dict[str, list[SliceDevice | Obj]] = defaultdict(list)
     for s in newest_generation([s for s in slices if s["spec"]["driver"] == driver]):
         node = s["spec"].get("nodeName")
         if node:

@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
+from dra_harness.kube.types import Obj
 from dra_harness.report.files import atomic_write, redact
 from dra_harness.report.results import NOT_ESTABLISHED
-
-Obj = dict[str, Any]
 
 CATEGORIES = [
     {"name": "Scheduler could not allocate devices", "matchedStatuses": ["failed", "broken"],

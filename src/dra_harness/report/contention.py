@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 REQUIRED = ("scenario", "design", "jobs_total", "jobs_completed", "jobs_lost", "tiers")
 TIER_REQUIRED = ("tier", "wait_s")

@@ -11,11 +11,9 @@ not establish it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from dra_harness import yamlfile
-
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 SHARING_MODES = ["exclusive", "shared-claim", "time-slicing", "mps", "partitioned"]
 POOL_DESIGNS = ["shared", "reserved", "pools", "queue"]

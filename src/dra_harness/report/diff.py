@@ -19,12 +19,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dra_harness import yamlfile
+from dra_harness.kube.types import Obj
 from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

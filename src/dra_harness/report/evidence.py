@@ -26,7 +26,7 @@ class Evidence:
         self.item = item
 
     @classmethod
-    def for_item(cls, item: pytest.Item) -> "Evidence":
+    def for_item(cls, item: pytest.Item) -> Evidence:
         return cls(item)
 
     def record(self, **values: Any) -> None:

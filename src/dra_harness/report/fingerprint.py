@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from dra_harness import __version__
+from dra_harness.kube.types import Obj, SliceDevice
 from dra_harness.providers.hardware import attribute_value, devices_by_node
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded import gates as gate_table
 from dra_harness.report.files import redact
 
-Obj = dict[str, Any]
 MetricsSource = Callable[[], str]
 
 _FEATURE = re.compile(r'^kubernetes_feature_enabled\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.eE+-]+)', re.M)
@@ -102,14 +102,14 @@ def served_resource_api(kube: Kube) -> Obj:
     }
 
 
-def _first_attr(device: Obj, names: tuple[str, ...]) -> Any:
+def _first_attr(device: SliceDevice | Obj, names: tuple[str, ...]) -> Any:
     for key, value in (device.get("attributes") or {}).items():
         if key.rpartition("/")[2] in names:
             return attribute_value(value)
     return None
 
 
-def _capacity(device: Obj, name: str) -> str | None:
+def _capacity(device: SliceDevice | Obj, name: str) -> str | None:
     for key, value in (device.get("capacity") or {}).items():
         if key.rpartition("/")[2] == name:
             return str(value.get("value") if isinstance(value, dict) else value)

@@ -9,14 +9,13 @@ from __future__ import annotations
 import base64
 import io
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
+import matplotlib.pyplot as plt  # after choosing the backend
 
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 
 def data_uri(png: bytes) -> str:

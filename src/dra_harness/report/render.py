@@ -15,10 +15,9 @@ from typing import Any
 
 import jinja2
 
+from dra_harness.kube.types import Obj
 from dra_harness.report import contention, plots
 from dra_harness.report.results import slug
-
-Obj = dict[str, Any]
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
 OUTCOME_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "skipped": "#6e7781", "not run": "#6e7781",

@@ -17,14 +17,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from dra_harness import yamlfile
+from dra_harness.kube.types import Obj
 from dra_harness.report.files import RunDirError
-
-Obj = dict[str, Any]
 
 #: suite module -> (concern id, title). Order is the report's order.
 CONCERNS: dict[str, tuple[str, str]] = {

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from dra_harness import __version__, yamlfile
+from dra_harness.kube.types import Obj
 from dra_harness.report import allure_extra, contention, design, render, results, rundir, vendor
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
-Obj = dict[str, Any]
 SCHEMA_VERSION = 1
 
 __all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_report"]

@@ -8,9 +8,8 @@ device's side; the report says which is which, so nobody signs an answer we do n
 
 from __future__ import annotations
 
-from typing import Any
 
-Obj = dict[str, Any]
+from dra_harness.kube.types import Obj
 
 
 def _passed(results: list[Obj], fragment: str) -> str | None:

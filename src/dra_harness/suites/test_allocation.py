@@ -209,7 +209,7 @@ def test_rapid_create_delete_cycles_leak_no_claim_or_allocation(cluster, namespa
 def test_deleting_the_pod_releases_and_deletes_its_generated_claim(cluster, namespace, evidence):
     cluster.template(namespace, "one-gpu")
     cluster.pod(namespace, "short-lived", template="one-gpu")
-    pod, claim = _allocated_claim(cluster, namespace, "short-lived")
+    _pod, claim = _allocated_claim(cluster, namespace, "short-lived")
     device = allocated_devices(claim)[0]
 
     started = time.monotonic()

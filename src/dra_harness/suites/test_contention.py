@@ -127,7 +127,7 @@ def test_negative_control_a_hung_job_and_a_job_never_created_are_counted_lost(to
     result = runner.run_design(cluster.kube, topology, "shared", tmp_path, cluster.server_version().lstrip("v"),
                                inject=inject, grace_s=5.0)
     evidence.record(lost=result["lost"])
-    with pytest.raises(AssertionError, match="2 of .* jobs lost"):
+    with pytest.raises(AssertionError, match=r"2 of .* jobs lost"):
         assert_every_job_accounted_for(result)
     reasons = sorted(result["lost"].values())
     assert reasons == ["never created", "still running at the deadline"], reasons

@@ -35,6 +35,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -328,7 +329,7 @@ class LocalCluster:
 
         self._poll("kube-scheduler healthy", deadline, probe)
 
-    _PORTS = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
+    _PORTS: ClassVar[dict[str, str]] = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
 
     def _component_get(self, component: str, path: str) -> str:
         """GET a control-plane component's own endpoint as the cluster admin."""

@@ -41,7 +41,7 @@ def _write(path: Path, data: bytes) -> None:
 
 def _certificate(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, ca: bool) -> x509.CertificateBuilder:
     """Fields every certificate here shares; the caller adds usage extensions and signs."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

@@ -63,7 +63,7 @@ class Supervisor:
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Tracked:
         self.pid_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_dir / f"{name}.log", "ab")
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in the finally below, once the child has its own copy
         try:
             proc = subprocess.Popen(
                 argv,

@@ -8,6 +8,7 @@ start-up progress), the others reuse it, and it goes at the end with everything 
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -130,7 +131,7 @@ class EmbeddedProvider(Provider):
     def fingerprint_sources(self) -> FingerprintSources:
         cluster = self.cluster
         sources: dict[str, Callable[[], str]] = {
-            c: (lambda c=c: cluster.metrics(c)) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+            c: functools.partial(cluster.metrics, c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         }
         extra = {"cluster": {"nodes": self.options.get("nodes", 4), "gpus_per_node": self.options.get("gpus_per_node", 8)}}
         return cluster.kube(), sources, f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}", extra

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from dra_harness import data
+from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
 from dra_harness.providers.handle import NAMESPACE_ROLE
 from dra_harness.providers.kind.apply import apply_all
@@ -31,7 +32,6 @@ from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.images import DRIVER_IMAGE
 
-Obj = dict[str, Any]
 RBAC = data.path("rbac", "dra-harness.yaml")
 _RBAC_GROUP = "rbac.authorization.k8s.io"
 CLUSTER_ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False)

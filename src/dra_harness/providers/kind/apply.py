@@ -9,12 +9,11 @@ is a one-line error naming it.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 
-Obj = dict[str, Any]
 FIELD_MANAGER = "dra-harness"
 
 
