@@ -24,6 +24,7 @@ from dra_harness.kube.pods import _why as pod_why
 from dra_harness.kube.pods import allocated_devices
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.providers.profiles import DriverProfile
+from dra_harness.errors import CheckError
 
 Obj = dict[str, Any]
 SCRIPT_PATH = Path(__file__).with_name("nvml_probe_script.py")
@@ -34,7 +35,7 @@ SCRIPT_KEY = "nvml_probe.py"
 MOUNT = "/dra-harness-probe"
 
 
-class ProbeOutputError(ValueError):
+class ProbeOutputError(CheckError):
     """The pod's output holds no probe report (wrong image, crashed before printing); one line."""
 
 

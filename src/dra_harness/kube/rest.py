@@ -20,10 +20,12 @@ from urllib.parse import urlencode
 import urllib3
 from kubernetes import client
 
+from dra_harness.errors import KubeApiError
+
 Obj = dict[str, Any]
 
 
-class ApiError(Exception):
+class ApiError(KubeApiError):
     """The API server answered with an error status."""
 
     def __init__(self, status: int, reason: str, message: str, body: Obj | None = None) -> None:
@@ -46,7 +48,7 @@ class Gone(ApiError):
     """The resourceVersion a watch started from is too old (410)."""
 
 
-class Unreachable(RuntimeError):
+class Unreachable(KubeApiError):
     """No answer from the API server at all."""
 
 

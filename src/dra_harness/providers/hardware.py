@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness import yamlfile
+from dra_harness.errors import InputError
 
 Obj = dict[str, Any]
 
@@ -45,7 +46,7 @@ HARDWARE_SCHEMA: Obj = {
 }
 
 
-class HardwareFileError(ValueError):
+class HardwareFileError(InputError):
     """The expected-hardware file is unreadable or invalid; the message is one line."""
 
 

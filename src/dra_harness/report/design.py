@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness import yamlfile
+from dra_harness.errors import InputError
 
 Obj = dict[str, Any]
 
@@ -71,7 +72,7 @@ DESIGN_SCHEMA: Obj = {
 }
 
 
-class DesignFileError(ValueError):
+class DesignFileError(InputError):
     """The design file is unreadable or invalid; the message is one line."""
 
 
