@@ -56,7 +56,3 @@ class CheckError(HarnessError):
 
 class LockTimeout(HarnessError):
     """Another run on the same cluster held what this run waited for, past the deadline."""
-
-
-class InputError(HarnessError, ValueError):
-    """A user input (file, flag, kubeconfig) that cannot work; the message names it."""

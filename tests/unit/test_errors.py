@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import dra_harness
-from dra_harness import errors
+from dra_harness import errors, providers
 from dra_harness.cli import app
 from dra_harness.errors import BuildError, CheckError, ClusterError, HarnessError, InputError, KubeApiError, Refused
 from dra_harness.plugin import inputs, pytest_plugin
@@ -34,6 +34,8 @@ def _exception_classes() -> dict[str, type[BaseException]]:
     """Every exception class defined at the top level of a module of the package, by dotted name."""
     found = {}
     for info in pkgutil.walk_packages(dra_harness.__path__, "dra_harness."):
+        if info.name.endswith(".__main__"):  # runs the CLI when imported
+            continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__:
@@ -146,17 +148,16 @@ def test_usage_errors_and_help_are_still_clicks(monkeypatch):
 
 # -- the plugin -----------------------------------------------------------------------------
 def _config(**options: object) -> types.SimpleNamespace:
-    values = {"--cluster": "existing", "--k8s-version": None, "--cluster-name": None, "--kubeconfig": None,
-              "--context": None, "--driver": None, "--expected-hardware": None, "--report-dir": None,
-              "--driver-daemonset": None, **options}
-    return types.SimpleNamespace(getoption=lambda name: values[name])
+    """What ``_check_inputs`` reads of a pytest config: the run's provider and --report-dir."""
+    provider = providers.create({"cluster": "existing", **options}, "errors-test")
+    return types.SimpleNamespace(stash={pytest_plugin.PROVIDER: provider}, getoption=lambda name: None)
 
 
 def test_the_plugin_turns_an_input_error_into_one_usage_line(tmp_path):
     bad = tmp_path / "kubeconfig"
     bad.write_text("this: [is not a kubeconfig\n")
     with pytest.raises(pytest.UsageError) as e:
-        pytest_plugin._check_inputs(_config(**{"--kubeconfig": str(bad)}))
+        pytest_plugin._check_inputs(_config(kubeconfig=str(bad)))
     assert len(str(e.value).splitlines()) == 1 and str(bad) in str(e.value)
 
 
@@ -166,7 +167,7 @@ def test_negative_control_the_plugin_lets_a_bug_in_the_input_checks_through(monk
 
     monkeypatch.setattr(inputs, "check", broken)
     with pytest.raises(KeyError):
-        pytest_plugin._check_inputs(_config(**{"--kubeconfig": "/nonexistent"}))
+        pytest_plugin._check_inputs(_config(kubeconfig="/nonexistent"))
 
 
 def test_what_the_input_checks_raise_is_what_the_plugin_turns_into_one_line():
