@@ -3,6 +3,24 @@
 Every expected failure derives from :class:`HarnessError` and carries a one-line message
 that names the input or the object at fault; the CLI and the plugin print exactly those
 as one line. Anything else is a bug and keeps its traceback.
+
+The bases say whose move it is:
+
+- :class:`InputError`: the user's input is wrong (a flag, a file, a kubeconfig, a profile);
+  fix the input and run again.
+- :class:`ClusterError`: a cluster could not be brought up, reached as expected, or put
+  back as it was (the host lacks what it needs, a process or node did not come up).
+- :class:`BuildError`: a component could not be built; the message ends with the log's tail.
+- :class:`KubeApiError`: the API server answered with an error, or did not answer.
+- :class:`Refused`: the safety rules refuse the action; nothing was touched.
+- :class:`CheckError`: a check could not be carried out to a verdict (a wait that ran out
+  of time with its explanation, a probe that printed no report, a load generator that
+  failed); inside a test it is the test's failure message.
+- :class:`LockTimeout`: another run on the same cluster held what this run waited for.
+
+Each module keeps its own class where the name carries meaning (``KubeconfigError``,
+``rest.NotFound``, ``DisruptionRefused``...) and derives it from one of these bases, so a
+caller catches the specific class when it can act on it and a base when it only reports.
 """
 
 from __future__ import annotations
@@ -12,9 +30,29 @@ class HarnessError(Exception):
     """Base of every failure the harness expects and explains in one line."""
 
 
+class InputError(HarnessError):
+    """The user's input cannot work: a flag, a file, a kubeconfig, a profile; the message names it."""
+
+
+class ClusterError(HarnessError):
+    """The cluster could not be brought up or is not in the expected state."""
+
+
+class BuildError(HarnessError):
+    """A build step failed; ``str()`` names the step and ends with the log's tail."""
+
+
+class KubeApiError(HarnessError):
+    """The API server answered with an error, or did not answer at all."""
+
+
+class Refused(HarnessError):
+    """The harness's safety rules refuse the action; nothing was touched."""
+
+
+class CheckError(HarnessError):
+    """A check could not be carried out to a verdict; the message says what was seen instead."""
+
+
 class LockTimeout(HarnessError):
     """Another run on the same cluster held what this run waited for, past the deadline."""
-
-
-class InputError(HarnessError, ValueError):
-    """A user input (file, flag, kubeconfig) that cannot work; the message names it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.errors import InputError
 from dra_harness.providers.embedded import realnode
 
 
@@ -18,7 +19,7 @@ def test_asking_for_real_nodes_where_impossible_is_a_one_line_error(monkeypatch)
     monkeypatch.setattr(realnode, "unavailable_reason", lambda: "real nodes need root")
     with pytest.raises(realnode.RealNodeUnavailable, match="--real-nodes 2: real nodes need root"):
         realnode.choose_real_nodes(2, print)
-    assert issubclass(realnode.RealNodeUnavailable, ValueError)  # the CLI prints it without a traceback
+    assert issubclass(realnode.RealNodeUnavailable, InputError)  # the CLI prints it without a traceback
 
 
 def test_default_is_one_where_possible_and_zero_never_checks(monkeypatch):

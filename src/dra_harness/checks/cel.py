@@ -19,6 +19,8 @@ from typing import Any
 import celpy
 import celpy.celtypes as ct
 
+from dra_harness.errors import CheckError
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: dict[str, Fraction | int] = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
@@ -90,7 +92,7 @@ FUNCTIONS = {
 }
 
 
-class SelectorError(ValueError):
+class SelectorError(CheckError):
     """The expression does not compile."""
 
 

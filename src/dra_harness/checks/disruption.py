@@ -21,6 +21,7 @@ from dra_harness.providers.handle import ClusterHandle
 from dra_harness.kube import rest
 from dra_harness.kube.pods import pod_ready
 from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.errors import ClusterError, Refused
 
 
 @dataclass
@@ -43,11 +44,11 @@ class RestartRecord:
     failure: str = ""
 
 
-class DisruptionRefused(RuntimeError):
+class DisruptionRefused(Refused):
     """The action is not allowed on this node or cluster; nothing was touched."""
 
 
-class RestoreFailed(RuntimeError):
+class RestoreFailed(ClusterError):
     """A node could not be put back as the harness found it; the message says what is left."""
 
 

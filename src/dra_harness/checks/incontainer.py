@@ -15,6 +15,7 @@ from typing import Any
 
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
+from dra_harness.errors import CheckError
 
 #: Printed after the environment: the log is complete once it appears.
 DONE = "probe-done"
@@ -23,7 +24,7 @@ PROBE_COMMAND = ["sh", "-c", f"env | grep '^GPU_DEVICE' | sort; echo {DONE}; exe
 _DEVICE_VAR = re.compile(r"^GPU_DEVICE_([A-Z0-9_]+?)=(.*)$")
 
 
-class ProbeError(RuntimeError):
+class ProbeError(CheckError):
     """The probe's log never completed; says what the log held."""
 
 

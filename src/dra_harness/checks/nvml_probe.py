@@ -24,6 +24,7 @@ from dra_harness.kube.pods import allocated_devices
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.providers.profiles import DriverProfile
+from dra_harness.errors import CheckError
 
 SCRIPT_PATH = Path(__file__).with_name("nvml_probe_script.py")
 SCRIPT = SCRIPT_PATH.read_text()
@@ -33,7 +34,7 @@ SCRIPT_KEY = "nvml_probe.py"
 MOUNT = "/dra-harness-probe"
 
 
-class ProbeOutputError(ValueError):
+class ProbeOutputError(CheckError):
     """The pod's output holds no probe report (wrong image, crashed before printing); one line."""
 
 

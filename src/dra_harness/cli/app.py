@@ -1,27 +1,27 @@
 """The ``dra-harness`` command line.
 
-Every expected failure (bad input, a cluster that is not up, a build that broke)
-ends as one line on stderr and a non-zero exit; a traceback means a bug in the harness.
+Every expected failure (bad input, a cluster that is not up, a build that broke) is a
+:class:`~dra_harness.errors.HarnessError`: it ends as one line on stderr and exit status 2
+(build and start-up failures add the tail of the failing log). Anything else is a bug in
+the harness: its traceback is shown, then a line asking to report it, and the exit status
+is 70 (``EX_SOFTWARE``), so a script can tell a bug from a failed test run (1) or bad input (2).
 """
 
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from dra_harness.components import build as builder
-from dra_harness.components.gomod import GoError
-from dra_harness.kube.client import KubeconfigError
-from dra_harness.kube.rest import ApiError, Unreachable
-from dra_harness.providers.embedded.cluster import (
-    ClusterError,
-)
+from dra_harness.errors import BuildError, ClusterError, HarnessError
 
 err = Console(stderr=True)
-EXPECTED = (ClusterError, builder.BuildError, GoError, KubeconfigError, ApiError, Unreachable, ValueError, KeyError)
+#: Exit status for a bug in the harness (sysexits.h EX_SOFTWARE): not 1, which a failed test run returns.
+BUG_EXIT = 70
+BUG_HINT = "dra-harness: this is a bug in dra-harness; please report it with the traceback above"
 
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -49,16 +49,23 @@ class Cli(click.Group):
             return super().invoke(ctx)
         except click.UsageError as e:
             _usage_error(e)
-        except EXPECTED as e:
+        except HarnessError as e:
             first, _, rest = str(e).strip().partition("\n")
             err.print(f"[red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)  # one line, never wrapped
-            if rest and isinstance(e, (builder.BuildError, ClusterError)):
+            if rest and isinstance(e, (BuildError, ClusterError)):
                 # Build and start-up failures end with the tail of the failing log.
                 err.print(rest, highlight=False, markup=False)
             sys.exit(2)
         except KeyboardInterrupt:
             err.print("interrupted")
             sys.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own, which click prints and turns into its exit status
+        except Exception:  # noqa: BLE001 - not an expected failure: a bug, shown in full
+            traceback.print_exc()
+            sys.stderr.flush()
+            err.print(BUG_HINT, highlight=False, markup=False, soft_wrap=True)
+            sys.exit(BUG_EXIT)
 
 
 @click.group(cls=Cli)

@@ -32,7 +32,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 from dra_harness.contention import bench as bench_mod
 from dra_harness.contention import runner
-from dra_harness.contention.scenario import DESIGNS, load, seconds
+from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
 from dra_harness.contention.topology import Topology
 
 console = Console(width=None if Console().is_terminal else 130)
@@ -101,7 +101,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
     chosen = list(designs) or [d for d in DESIGNS if d in sc.designs]
     missing = [d for d in chosen if d not in sc.designs]
     if missing:
-        raise ValueError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
+        raise ScenarioError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
     results = []

@@ -26,10 +26,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dra_harness.components.catalog import Component
 from dra_harness.components.gomod import GO_ENV, go
-
-
-class BuildError(RuntimeError):
-    """A build step failed; ``str()`` names the step and ends with the log's tail."""
+from dra_harness.errors import BuildError
 
 
 def cache_root() -> Path:

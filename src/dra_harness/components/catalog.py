@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_harness import data
+from dra_harness.errors import InputError
 
 #: Kubernetes versions the embedded cluster can run; the first is the default.
 KUBERNETES_VERSIONS = ("1.37.2", "1.36.3", "1.35.4")
@@ -58,7 +59,7 @@ KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"
 
 def _check_kubernetes(version: str) -> None:
     if version not in KUBERNETES_VERSIONS:
-        raise ValueError(
+        raise InputError(
             f"Kubernetes {version} is not supported; choose one of {', '.join(KUBERNETES_VERSIONS)}"
         )
 

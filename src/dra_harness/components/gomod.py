@@ -19,11 +19,12 @@ import subprocess
 from pathlib import Path
 
 from dra_harness.components.catalog import Component
+from dra_harness.errors import BuildError
 
 GO_ENV = {"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
 
 
-class GoError(RuntimeError):
+class GoError(BuildError):
     """A go command failed; the message carries the tail of its output."""
 
 

@@ -12,10 +12,12 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 
+from dra_harness.errors import ClusterError
+
 _updated = False
 
 
-class PrereqError(ValueError):
+class PrereqError(ClusterError):
     """A prerequisite is missing and cannot be installed here (one line, for the CLI)."""
 
 

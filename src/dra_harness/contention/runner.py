@@ -29,11 +29,12 @@ from dra_harness.contention.plan import Job, plan
 from dra_harness.contention.recorder import Recorder
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import NODE_LABEL, Topology
+from dra_harness.errors import CheckError
 
 Progress = Callable[[str, int, int], None]
 
 
-class ContentionError(AssertionError):
+class ContentionError(CheckError):
     """A run could not be carried out (load generator failed, cluster objects missing)."""
 
 

@@ -18,11 +18,12 @@ import jsonschema
 
 from dra_harness import yamlfile
 from dra_harness.yamlfile import seconds
+from dra_harness.errors import InputError
 
 DESIGNS = ("shared", "reserved", "pools")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario file is malformed; the message is one line: ``scenario file <path>: field: problem``."""
 
 

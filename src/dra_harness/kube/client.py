@@ -20,9 +20,10 @@ from kubernetes.config.kube_config import ConfigNode
 
 from dra_harness import yamlfile
 from dra_harness.kube.rest import Kube
+from dra_harness.errors import InputError
 
 
-class KubeconfigError(RuntimeError):
+class KubeconfigError(InputError):
     """The kubeconfig is missing, unreadable or names no usable context."""
 
 

@@ -21,10 +21,11 @@ from urllib.parse import urlencode
 import urllib3
 from kubernetes import client
 
+from dra_harness.errors import KubeApiError
 from dra_harness.kube.types import Obj
 
 
-class ApiError(Exception):
+class ApiError(KubeApiError):
     """The API server answered with an error status."""
 
     def __init__(self, status: int, reason: str, message: str, body: Obj | None = None) -> None:
@@ -47,7 +48,7 @@ class Gone(ApiError):
     """The resourceVersion a watch started from is too old (410)."""
 
 
-class Unreachable(RuntimeError):
+class Unreachable(KubeApiError):
     """No answer from the API server at all."""
 
 

@@ -18,10 +18,11 @@ import urllib3
 
 from dra_harness import lifetime
 from dra_harness.kube.rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
+from dra_harness.errors import CheckError
 
 
-class WaitError(AssertionError):
-    """Base for wait failures; an AssertionError so pytest reports a failed check."""
+class WaitError(CheckError, AssertionError):
+    """Base for wait failures: a harness error that explains itself, and an AssertionError so pytest reports a failed check."""
 
 
 class WaitTimeout(WaitError):

@@ -13,16 +13,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dra_harness.errors import InputError
-from dra_harness.providers.hardware import HardwareFileError, load_hardware
-from dra_harness.kube.client import KubeconfigError
-from dra_harness.kube.rest import ApiError, Unreachable
+from dra_harness.errors import InputError, KubeApiError
+from dra_harness.providers.hardware import load_hardware
 from dra_harness.providers.base import Provider
-from dra_harness.providers.profiles import ProfileError, by_name
+from dra_harness.providers.profiles import by_name
 
 
-#: Everything :func:`check` raises for bad input; anything else is a bug in the harness.
-ERRORS = (InputError, HardwareFileError, KubeconfigError, ProfileError, Unreachable, ApiError)
+#: Everything :func:`check` raises for bad input (a file, a flag, a kubeconfig, a profile: :class:`InputError`)
+#: or for a cluster that does not answer as it should (:class:`KubeApiError`); anything else is a bug in the harness.
+ERRORS = (InputError, KubeApiError)
 
 
 def check(provider: Provider, report_dir: str | None) -> None:

@@ -37,11 +37,11 @@ from dra_harness.providers.lock import ClusterLock
 from dra_harness.checks.disruption import Disruptor
 from dra_harness.report.evidence import Evidence
 from dra_harness.kube import rest
-from dra_harness.kube.client import KubeconfigError
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import rundir
+from dra_harness.errors import HarnessError
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -154,7 +154,7 @@ def _sweep(config: pytest.Config) -> None:
     try:
         kube = config.stash[PROVIDER].connect()
         left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
-    except (KubeconfigError, rest.Unreachable, rest.ApiError) as e:
+    except HarnessError as e:  # a kubeconfig gone bad, an API server gone, a cluster gone: say so, one line
         sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
         return
     if left:

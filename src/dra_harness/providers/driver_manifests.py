@@ -15,13 +15,14 @@ import yaml
 from dra_harness import data
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
+from dra_harness.errors import ClusterError
 
 MANIFEST = data.path("kind", "manifests", "dra-example-driver.yaml")
 NAMESPACE = "dra-example-driver"
 POD_SELECTOR = "app.kubernetes.io/name=dra-example-driver,app.kubernetes.io/component=kubeletplugin"
 
 
-class ManifestError(ValueError):
+class ManifestError(ClusterError):
     """The manifest file is missing or a placeholder was left unfilled (one line for the CLI)."""
 
 

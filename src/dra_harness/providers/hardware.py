@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness import yamlfile
+from dra_harness.errors import InputError
 from dra_harness.kube.types import DeviceAttribute, Obj, ResourceSlice, SliceDevice
 
 HARDWARE_SCHEMA: Obj = {
@@ -45,7 +46,7 @@ HARDWARE_SCHEMA: Obj = {
 }
 
 
-class HardwareFileError(ValueError):
+class HardwareFileError(InputError):
     """The expected-hardware file is unreadable or invalid; the message is one line."""
 
 

@@ -16,6 +16,7 @@ from dra_harness import data
 from dra_harness import yamlfile
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
+from dra_harness.errors import InputError
 
 PROFILE_DIR = data.path("profiles")
 
@@ -50,7 +51,7 @@ _SCHEMA: dict[str, Any] = {
 }
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError):
     """No profile fits, or a profile file is invalid; the message is one line."""
 
 

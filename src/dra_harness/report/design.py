@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dra_harness import yamlfile
+from dra_harness.errors import InputError
 from dra_harness.kube.types import Obj
 
 SHARING_MODES = ["exclusive", "shared-claim", "time-slicing", "mps", "partitioned"]
@@ -69,7 +70,7 @@ DESIGN_SCHEMA: Obj = {
 }
 
 
-class DesignFileError(ValueError):
+class DesignFileError(InputError):
     """The design file is unreadable or invalid; the message is one line."""
 
 

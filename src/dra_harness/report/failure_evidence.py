@@ -18,6 +18,7 @@ from dra_harness.checks.diagnose import diagnose
 from dra_harness.kube import rest
 from dra_harness.kube.rest import ApiError, Kube
 from dra_harness.report.files import redact
+from dra_harness.errors import HarnessError
 
 _KEEP = ("metadata", "spec", "status")
 
@@ -45,7 +46,7 @@ def collect(kube: Kube, namespace: str, driver: str) -> dict[str, Any]:
             dump[key] = f"unavailable: {e}"
     try:
         dump["pending_diagnosis"] = [d.as_dict() for d in diagnose(kube, namespace)]
-    except (ApiError, ValueError) as e:
+    except (HarnessError, ValueError) as e:  # an API error, a selector celpy cannot compile, a bad quantity
         dump["pending_diagnosis"] = f"unavailable: {e}"
     return dump
 

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dra_harness.errors import InputError
+
 #: A quote as written, JSON-escaped, or as an XML/HTML character reference.
 _Q = r"(?:\\*[\"']|&(?:quot|apos|#34|#39|#x22|#x27);)?"
 #: A newline as written, JSON-escaped (once or more), or as an XML character reference.
@@ -49,7 +51,7 @@ _CREDENTIAL = re.compile(
 REDACTED = "[redacted]"
 
 
-class RunDirError(ValueError):
+class RunDirError(InputError):
     """Not a run directory, or one of its files is malformed (one line naming it, for the CLI)."""
 
 

@@ -51,15 +51,12 @@ from dra_harness.providers.embedded import commands, realcluster, rundir
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from dra_harness.providers.embedded.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
+from dra_harness.errors import ClusterError
 
 DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not be brought up or is not in the expected state."""
 
 
 def clusters_root() -> Path:

@@ -12,10 +12,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from dra_harness.errors import ClusterError
+
 MOUNTINFO = Path("/proc/self/mountinfo")
 
 
-class HostError(RuntimeError):
+class HostError(ClusterError):
     """A host change (link, address) failed; says which command and why."""
 
 

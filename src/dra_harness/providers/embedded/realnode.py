@@ -29,6 +29,7 @@ import yaml
 
 from dra_harness.components import prereqs
 from dra_harness.providers.embedded.pki import Identity
+from dra_harness.errors import ClusterError, InputError
 
 #: Debian packages a real node needs (runc, CNI plugins, busybox for the workload image).
 PACKAGES = ["runc", "containernetworking-plugins", "busybox-static", "iproute2"]
@@ -38,7 +39,7 @@ CGROUP_V1 = Path("/sys/fs/cgroup")
 REAL_LABEL = "dra-harness.io/real-node"
 
 
-class RealNodeError(RuntimeError):
+class RealNodeError(ClusterError):
     """A real node cannot run here, or did not come up."""
 
 
@@ -68,7 +69,7 @@ def choose_real_nodes(asked: int | None, say) -> int:
     return asked
 
 
-class RealNodeUnavailable(ValueError):
+class RealNodeUnavailable(InputError):
     """Real nodes were asked for where they cannot run (one line for the CLI)."""
 
 

@@ -22,6 +22,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from dra_harness.errors import Refused
+
 #: Not ``$TMPDIR``: it may be long, and the socket paths below the directory may not be.
 SHORT_TMP = Path("/tmp")
 PREFIX = "drh-"
@@ -29,7 +31,7 @@ PREFIX = "drh-"
 MARKER = ".dra-harness-state"
 
 
-class UnsafePath(RuntimeError):
+class UnsafePath(Refused):
     """A path the harness would write as its user is not private to that user (one line)."""
 
 

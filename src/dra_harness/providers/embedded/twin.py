@@ -31,6 +31,7 @@ from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.images import DRIVER_IMAGE
+from dra_harness.errors import ClusterError
 
 RBAC = data.path("rbac", "dra-harness.yaml")
 _RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -60,11 +61,11 @@ def build(cluster: LocalCluster, workdir: Path | None = None) -> Twin:
     """Install the staging furniture on a running embedded cluster of at least 3 KWOK nodes."""
     state = cluster.state()
     if state is None:
-        raise RuntimeError(f"cluster {cluster.name} is not up")
+        raise ClusterError(f"cluster {cluster.name} is not up")
     spec = state.spec
     kwok = spec.node_names()
     if len(kwok) < 3:
-        raise ValueError("the staging twin needs at least 3 simulated nodes")
+        raise ClusterError("the staging twin needs at least 3 simulated nodes")
     kube = cluster.kube()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dra-harness-twin-"))
     workdir.chmod(0o700)

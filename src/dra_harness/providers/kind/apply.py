@@ -12,13 +12,18 @@ from functools import cache
 
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
+from dra_harness.errors import ClusterError
 from dra_harness.kube.types import Obj
 
 FIELD_MANAGER = "dra-harness"
 
 
-class ManifestError(ValueError):
-    """A manifest names a kind the server does not serve, or is malformed (one line)."""
+class ApplyError(ClusterError):
+    """A manifest names a kind the server does not serve, or is malformed (one line).
+
+    Not ``ManifestError``: :class:`dra_harness.providers.driver_manifests.ManifestError`
+    is the driver manifest file that could not be rendered.
+    """
 
 
 @cache
@@ -40,7 +45,7 @@ def resource_for(kube: Kube, api_version: str, kind: str) -> rest.Resource:
         if k == kind:
             group, _, version = api_version.rpartition("/")
             return rest.Resource(group, version, plural, kind, namespaced)
-    raise ManifestError(f"the cluster serves no {kind} in {api_version}")
+    raise ApplyError(f"the cluster serves no {kind} in {api_version}")
 
 
 def apply(kube: Kube, obj: Obj, namespace: str | None = None) -> Obj:
@@ -48,11 +53,11 @@ def apply(kube: Kube, obj: Obj, namespace: str | None = None) -> Obj:
     try:
         api_version, kind, name = obj["apiVersion"], obj["kind"], obj["metadata"]["name"]
     except (KeyError, TypeError) as e:
-        raise ManifestError(f"manifest object without apiVersion, kind or metadata.name: {str(obj)[:80]}") from e
+        raise ApplyError(f"manifest object without apiVersion, kind or metadata.name: {str(obj)[:80]}") from e
     res = resource_for(kube, api_version, kind)
     ns = (obj["metadata"].get("namespace") or namespace) if res.namespaced else None
     if res.namespaced and not ns:
-        raise ManifestError(f"{kind} {name} needs a namespace")
+        raise ApplyError(f"{kind} {name} needs a namespace")
     return kube.request(
         "PATCH", res.path(ns, name), obj,
         params={"fieldManager": FIELD_MANAGER, "force": "true"},

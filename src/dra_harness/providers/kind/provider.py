@@ -35,6 +35,7 @@ from dra_harness.kube.client import connect
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.providers.kind import apply as applier
 from dra_harness.providers.kind import config as kind_config
+from dra_harness.errors import ClusterError
 
 DRIVER_NAME = "gpu.example.com"
 DRIVER_NAMESPACE = "dra-example-driver"
@@ -47,7 +48,7 @@ KUBELET_ROOT = "/var/lib/kubelet"  # kind nodes run kubelet with its default roo
 CDI_ROOT = "/var/run/cdi"  # one of containerd's default cdi_spec_dirs in kind nodes
 
 
-class KindError(ValueError):
+class KindError(ClusterError):
     """A prerequisite is missing or a kind step failed; the message is one line."""
 
 
