@@ -25,7 +25,8 @@ def click_option(o: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]
     """The click form of one option of the shared table."""
     if o.is_flag:
         return click.option(o.flag, is_flag=True, help=o.help)
-    kind: Any = click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range else o.type
+    kind: Any = (click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range
+                 else click.Path(file_okay=o.path == "file", dir_okay=o.path == "dir") if o.path else o.type)
     return click.option(o.flag, type=kind, default=o.default, show_default=o.default is not None, metavar=o.metavar,
                         help=o.help)
 
