@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from dra_harness.cli import logs
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.components.gomod import GoError
@@ -71,8 +72,12 @@ class Cli(click.Group):
 
 @click.group(cls=Cli)
 @click.version_option(package_name="dra-harness")
-def main() -> None:
+@click.option("--log-level", type=click.Choice(logs.LEVELS, case_sensitive=False),
+              help=f"Log what the harness does on stderr; INFO shows every write to a cluster (default {logs.DEFAULT}).")
+@click.option("-v", "--verbose", count=True, help="-v: --log-level INFO; -vv: DEBUG (reads and watches too).")
+def main(log_level: str | None, verbose: int) -> None:
     """Evidence of how Kubernetes DRA behaves on your cluster, driver and design."""
+    logs.configure(logs.level_for(log_level, verbose))
 
 
 # -- cluster -------------------------------------------------------------------

@@ -11,6 +11,7 @@ before the suites disturb it.
 
 from __future__ import annotations
 
+import logging
 import os
 from importlib import resources
 import signal
@@ -121,6 +122,9 @@ def run_suites(options: RunOptions, console: Console) -> int:
         "-p", "no:locust",  # locust's own pytest plugin; our ini says the same in a checkout
         "-o", "junit_family=xunit2",
     ]
+    level = logging.getLogger("dra_harness").level
+    if logging.NOTSET < level < logging.WARNING:  # `dra-harness -v run`: pytest's live log shows the same lines
+        args.append(f"--log-cli-level={logging.getLevelName(level)}")
     if options.driver:
         args.append(f"--driver={options.driver}")
     if options.expected_hardware:
