@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -147,7 +146,8 @@ def test_no_body_token_or_secret_value_is_ever_logged(api, kube, token, caplog):
         (422, {"kind": "Status", "reason": "Invalid", "code": 422, "message": f"bad value {password} {api_token}"}),
     ]
     api.routes[("PATCH", "/api/v1/namespaces/team-a/secrets/creds")] = (200, {"data": {"token": api_token}})
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG)  # every logger, the libraries' too
+    caplog.set_level(logging.DEBUG, logger="dra_harness")
     kube.create(SECRETS, body, "team-a")
     with pytest.raises(rest.ApiError) as refused:
         kube.create(SECRETS, body, "team-a")
@@ -189,15 +189,16 @@ def test_pytest_live_log_shows_the_harness_writes(api, tmp_path):
 def harness_logger():
     logger = logging.getLogger("dra_harness")
     level, handlers = logger.level, list(logger.handlers)
+    logger.setLevel(logging.NOTSET)
     yield logger
     logger.setLevel(level)
     logger.handlers[:] = handlers
 
 
 @pytest.mark.parametrize(("flags", "level"), [
-    ([], logging.WARNING), (["-v"], logging.INFO), (["-vv"], logging.DEBUG), (["-vvv"], logging.DEBUG),
+    ([], logging.NOTSET), (["-v"], logging.INFO), (["-vv"], logging.DEBUG), (["-vvv"], logging.DEBUG),
     (["--log-level", "info"], logging.INFO), (["--log-level", "DEBUG"], logging.DEBUG),
-    (["--log-level", "WARNING", "-v"], logging.INFO),
+    (["--log-level", "WARNING", "-v"], logging.INFO), (["--log-level", "warning"], logging.WARNING),
 ])
 def test_log_level_and_verbose_set_the_harness_level(flags, level, harness_logger, tmp_path, monkeypatch):
     monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path))
@@ -206,22 +207,21 @@ def test_log_level_and_verbose_set_the_harness_level(flags, level, harness_logge
     assert harness_logger.level == level
 
 
-def test_verbose_cluster_status_of_a_missing_cluster_fails_as_before(tmp_path):
-    env = {"DRA_HARNESS_STATE": str(tmp_path), "PYTHONPATH": str(Path(rest.__file__).parents[2]), "PATH": "/usr/bin:/bin"}
-    cmd = [sys.executable, "-c", "from dra_harness.cli import main; main()"]
-    plain = subprocess.run(cmd + ["cluster", "status", "--name", "nosuch"], capture_output=True, text=True, env=env)
-    verbose = subprocess.run(cmd + ["-vv", "cluster", "status", "--name", "nosuch"], capture_output=True, text=True, env=env)
-    assert plain.returncode == verbose.returncode == 2
+def test_verbose_cluster_status_of_a_missing_cluster_fails_as_before(harness_logger, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path))
+    plain = CliRunner().invoke(main, ["cluster", "status", "--name", "nosuch"])
+    verbose = CliRunner().invoke(main, ["-vv", "cluster", "status", "--name", "nosuch"])
+    assert plain.exit_code == verbose.exit_code == 2
     assert plain.stderr.strip() == verbose.stderr.strip() == "error: cluster 'nosuch' is not up"
+    assert plain.stdout == verbose.stdout == ""
 
 
-def test_a_bogus_log_level_is_a_one_line_usage_error(tmp_path):
-    env = {"DRA_HARNESS_STATE": str(tmp_path), "PYTHONPATH": str(Path(rest.__file__).parents[2]), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", "from dra_harness.cli import main; main()",
-                          "--log-level", "BOGUS", "cluster", "status"], capture_output=True, text=True, env=env)
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: Invalid value for '--log-level': 'BOGUS'"), out.stderr
+def test_a_bogus_log_level_is_a_one_line_usage_error(harness_logger):
+    result = CliRunner().invoke(main, ["--log-level", "BOGUS", "cluster", "status"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Invalid value for '--log-level': 'BOGUS'"), result.stderr
+    assert harness_logger.level == logging.NOTSET  # refused before anything was configured
 
 
 def test_the_handler_writes_compact_lines_to_the_current_stderr(harness_logger, capsys):

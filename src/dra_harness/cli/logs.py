@@ -26,14 +26,21 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         return sys.stderr
 
 
-def level_for(log_level: str | None, verbose: int) -> int:
-    """The more talkative of ``--log-level`` and ``-v`` (INFO) / ``-vv`` (DEBUG); WARNING by default."""
+def level_for(log_level: str | None, verbose: int) -> int | None:
+    """The more talkative of ``--log-level`` and ``-v`` (INFO) / ``-vv`` (DEBUG); None when neither was given."""
+    if log_level is None and not verbose:
+        return None
     by_flag = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     return min(by_flag, logging.getLevelName(log_level.upper()) if log_level else logging.WARNING)
 
 
-def configure(level: int) -> None:
-    """Send ``dra_harness.*`` records at ``level`` and above to stderr (idempotent)."""
+def configure(level: int | None) -> None:
+    """Send ``dra_harness.*`` records at ``level`` and above to stderr (idempotent).
+
+    None (no flag) leaves logging as it is: Python's own last-resort handler still prints
+    warnings, and a host that configured logging (pytest's ``--log-cli-level``) keeps its say."""
+    if level is None:
+        return
     logger = logging.getLogger("dra_harness")
     logger.setLevel(level)
     if not any(isinstance(h, _Stderr) for h in logger.handlers):
