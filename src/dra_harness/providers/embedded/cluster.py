@@ -24,6 +24,7 @@ IP and requires a client certificate of the cluster CA or a token (tests/integra
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -50,7 +51,9 @@ from dra_harness.providers.embedded import commands, realcluster, rundir
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from dra_harness.providers.embedded.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
+from dra_harness.retrying import NotYet, until
 
+log = logging.getLogger(__name__)
 DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
@@ -282,19 +285,22 @@ class LocalCluster:
                 )
 
     def _poll(self, what: str, deadline: float, probe: Callable[[], str | None]) -> None:
-        """Call ``probe`` until it returns None; its last answer explains a timeout."""
-        last = "no answer yet"
-        while time.monotonic() < deadline:
+        """Call ``probe`` until it returns None; its last answer explains a timeout. A process
+        that exits meanwhile ends the wait at once (with its log's tail)."""
+
+        def attempt() -> None:
             self._check_alive()
             try:
                 answer = probe()
-            except (rest.ApiError, rest.Unreachable) as e:
+            except (rest.ApiError, rest.Unreachable) as e:  # a component still starting
                 answer = str(e)
-            if answer is None:
-                return
-            last = answer
-            time.sleep(0.1)
-        raise ClusterError(f"timed out waiting for {what}: {last}")
+            if answer is not None:
+                raise NotYet(answer)
+
+        try:
+            until(deadline, 0.1, log, what)(attempt)
+        except NotYet as last:
+            raise ClusterError(f"timed out waiting for {what}: {last}") from None
 
     def _wait_ready(self, kube: Kube, what: str, path: str, deadline: float) -> None:
         self._poll(what, deadline, lambda: None if kube.raw(path).strip() == "ok" else "not ok")
