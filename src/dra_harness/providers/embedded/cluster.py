@@ -128,11 +128,21 @@ class LocalCluster:
         built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0), quiet=True)
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True)
+        log.info("cluster %s: up (Kubernetes v%s, %d simulated + %d real nodes x %d devices) in %s", self.name,
+                 spec.k8s_version, spec.nodes, spec.real_nodes, spec.gpus_per_node, self.state_dir)
+
+        def said(step: str) -> None:
+            log.info("cluster %s: %s", self.name, step)
+            say(step)
+
         try:
-            return self._up(spec, built, t0, timeout, say)
+            state = self._up(spec, built, t0, timeout, said)
         except BaseException:
+            log.info("cluster %s: start-up failed; taking it down", self.name)
             self.down()
             raise
+        log.info("cluster %s: up in %.1fs at %s", self.name, state.timings["up"], state.server)
+        return state
 
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
@@ -237,6 +247,7 @@ class LocalCluster:
         restartable = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
         if name not in restartable:
             raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
+        log.info("cluster %s: restarting %s (%s, down for %.1fs)", self.name, name, "SIGKILL" if kill else "SIGTERM", down_for)
         self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
         time.sleep(down_for)
         self._start_control_plane_component(name, st)
@@ -364,6 +375,8 @@ class LocalCluster:
     # -- down / status -------------------------------------------------------------
     def down(self) -> None:
         """Stop every process (drivers first, etcd last) and remove the state and socket directories."""
+        if self.state_dir.exists():
+            log.info("cluster %s: down (removing %s)", self.name, self.state_dir)
         runtime_dirs = self.runtime_dirs()
         for d in runtime_dirs:
             realcluster.teardown(self, d)
