@@ -268,3 +268,43 @@ def test_granting_the_namespace_role_gives_up_at_its_deadline_with_the_explanati
     assert refused.value.status == 403
     assert "tester may not create pods in its own namespace team-a: bind the roles" in str(refused.value)
     assert len([p for _, p, *_ in api.seen if p == REVIEWS]) >= 3  # it did retry before giving up
+
+
+def test_a_start_up_poll_retries_until_its_deadline_and_names_the_last_answer(tmp_path, monkeypatch, caplog):
+    from dra_harness.providers.embedded.cluster import ClusterError, LocalCluster
+
+    monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path))
+    cluster = LocalCluster("poll")
+    answers = iter([rest.Unreachable("API server unreachable: NewConnectionError"), "not ok", None])
+
+    def probe() -> str | None:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    caplog.set_level(logging.DEBUG, logger="dra_harness")
+    cluster._poll("kube-apiserver", time.monotonic() + 10, probe)  # a transient failure, a no, then a yes
+    retries = [r.getMessage() for r in caplog.records if r.name == "dra_harness.providers.embedded.cluster"]
+    assert retries == ["kube-apiserver: attempt 1: API server unreachable: NewConnectionError; again in 0.1s",
+                       "kube-apiserver: attempt 2: not ok; again in 0.1s"]
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"^timed out waiting for nodes Ready: not Ready: gpu-node-1$"):
+        cluster._poll("nodes Ready", time.monotonic() + 0.5, lambda: "not Ready: gpu-node-1")
+    assert 0.5 <= time.monotonic() - started < 3
+
+
+def test_a_process_that_exits_during_start_up_ends_the_poll_at_once(tmp_path, monkeypatch):
+    """Negative control for the retry: only "not yet" is retried, a dead process is not."""
+    from dra_harness.providers.embedded.cluster import ClusterError, LocalCluster
+
+    monkeypatch.setenv("DRA_HARNESS_STATE", str(tmp_path))
+    cluster = LocalCluster("poll")
+    cluster.state_dir.mkdir(parents=True)
+    cluster.supervisor.start("etcd", [sys.executable, "-c", "print('etcd: bad flag'); raise SystemExit(1)"])
+    time.sleep(0.5)
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"^etcd exited during start-up; last log lines:\netcd: bad flag"):
+        cluster._poll("kube-apiserver", time.monotonic() + 30, lambda: "not ok")
+    assert time.monotonic() - started < 5
+    cluster.down()

@@ -115,7 +115,8 @@ class Supervisor:
         tracked = self.get(name)
         if tracked is not None:
             if tracked.pid not in _ancestors():  # the watchdog running `down` spares itself
-                log.info("stopping %s (pid %d, %s, SIGKILL after %.0fs)", name, tracked.pid, signal.Signals(sig).name, grace)
+                log.info("stopping %s (pid %d, %s)", name, tracked.pid,
+                         "SIGKILL" if sig == signal.SIGKILL else f"{signal.Signals(sig).name}, SIGKILL after {grace:.0f}s")
                 _stop_group(tracked, grace, sig)
             self._reap(name)
             (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
