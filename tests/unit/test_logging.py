@@ -308,3 +308,16 @@ def test_a_process_that_exits_during_start_up_ends_the_poll_at_once(tmp_path, mo
         cluster._poll("kube-apiserver", time.monotonic() + 30, lambda: "not ok")
     assert time.monotonic() - started < 5
     cluster.down()
+
+
+@pytest.mark.parametrize(("flags", "passed"), [(["-v"], ["--log-cli-level=INFO"]), (["-vv"], ["--log-cli-level=DEBUG"]), ([], [])])
+def test_run_passes_the_level_to_pytests_live_log(flags, passed, harness_logger, tmp_path, monkeypatch):
+    from dra_harness.cli import runner
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(runner, "_pytest", lambda args, cwd: seen.append(args) or 0)
+    monkeypatch.setattr(runner, "_fingerprint", lambda options, cluster, console: {})
+    monkeypatch.setattr(runner.inputs, "check", lambda *args: None)  # no cluster to check here
+    result = CliRunner().invoke(main, [*flags, "run", "--cluster", "existing", "--report-dir", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    assert [a for a in seen[0] if a.startswith("--log-cli-level")] == passed
