@@ -10,6 +10,7 @@ never chosen as a target), and only a driver the harness stopped is started agai
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from dra_harness.kube.pods import pod_ready
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.errors import ClusterError, Refused
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class RestartRecord:
@@ -88,6 +90,7 @@ class Disruptor:
         """Record the action; True when it should really be carried out."""
         self.check(node)
         self.actions.append(f"{action} {node}")
+        log.info("%s %s%s", action, node, " (dry run: nothing done)" if self.dry_run else "")
         return not self.dry_run
 
     # -- driver -----------------------------------------------------------------------------
@@ -286,6 +289,7 @@ class Disruptor:
             if pending:
                 time.sleep(1)
         result.seconds = time.monotonic() - started
+        log.info("drain %s: %d evicted, %d blocked in %.1fs", node, len(result.evicted), len(result.blocked), result.seconds)
         return result
 
     @contextmanager
@@ -303,6 +307,7 @@ class Disruptor:
                         self._bring_driver_back(node, deadline)
 
     def _bring_driver_back(self, node: str, deadline: float) -> None:
+        log.info("restoring the driver on %s, stopped by this test", node)
         if self.cluster.controls_driver:
             if not self.cluster.driver_running(node):
                 self.cluster.provider.start_driver(node)

@@ -9,6 +9,7 @@ comparison is pure, so a wrong view is caught the same way in unit tests.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.errors import CheckError
+from dra_harness.retrying import NotYet, until
+
+log = logging.getLogger(__name__)
 
 #: Printed after the environment: the log is complete once it appears.
 DONE = "probe-done"
@@ -79,16 +83,17 @@ def mismatch(seen: set[str], allocated: set[str]) -> str | None:
 
 def read_env(kube: Kube, namespace: str, pod: str, container: str, timeout: float = 60.0) -> dict[str, str]:
     """Wait until the probe container has printed its environment; return its GPU variables."""
-    deadline = time.monotonic() + timeout
-    last = "no log yet"
-    while time.monotonic() < deadline:
-        try:
-            log = kube.raw(f"/api/v1/namespaces/{namespace}/pods/{pod}/log?container={container}")
+
+    def attempt() -> dict[str, str]:
+        try:  # the container may not have started yet, or the API server be away a moment
+            text = kube.raw(f"/api/v1/namespaces/{namespace}/pods/{pod}/log?container={container}")
         except (rest.ApiError, rest.Unreachable) as e:
-            last = str(e)
-        else:
-            if DONE in log:
-                return gpu_env(log)
-            last = f"log so far: {log[-300:]!r}"
-        time.sleep(0.5)
-    raise ProbeError(f"{namespace}/{pod}/{container} printed no complete environment in {timeout:.0f}s; {last}")
+            raise NotYet(str(e)) from None
+        if DONE not in text:
+            raise NotYet(f"log so far: {text[-300:]!r}")
+        return gpu_env(text)
+
+    try:
+        return until(time.monotonic() + timeout, 0.5, log, f"the environment of {namespace}/{pod}/{container}")(attempt)
+    except NotYet as last:
+        raise ProbeError(f"{namespace}/{pod}/{container} printed no complete environment in {timeout:.0f}s; {last}") from None

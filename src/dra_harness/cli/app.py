@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dra_harness.errors import BuildError, ClusterError, HarnessError
+from dra_harness.cli import logs
 
 err = Console(stderr=True)
 #: Exit status for a bug in the harness (sysexits.h EX_SOFTWARE): not 1, which a failed test run returns.
@@ -70,8 +71,12 @@ class Cli(click.Group):
 
 @click.group(cls=Cli)
 @click.version_option(package_name="dra-harness")
-def main() -> None:
+@click.option("--log-level", type=click.Choice(logs.LEVELS, case_sensitive=False),
+              help=f"Log what the harness does on stderr; INFO shows every write to a cluster (default {logs.DEFAULT}).")
+@click.option("-v", "--verbose", count=True, help="-v: --log-level INFO; -vv: DEBUG (reads and watches too).")
+def main(log_level: str | None, verbose: int) -> None:
     """Evidence of how Kubernetes DRA behaves on your cluster, driver and design."""
+    logs.configure(logs.level_for(log_level, verbose))
 
 
 from dra_harness.cli.report import diff, report  # noqa: E402 - each command group lives in its own module

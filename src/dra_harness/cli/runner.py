@@ -11,6 +11,7 @@ before the suites disturb it.
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -108,6 +109,9 @@ def run_suites(options: RunOptions, console: Console) -> int:
         "-p", "no:locust",  # locust's own pytest plugin; our ini says the same in a checkout
         "-o", "junit_family=xunit2",
     ]
+    level = logging.getLogger("dra_harness").level
+    if logging.NOTSET < level < logging.WARNING:  # `dra-harness -v run`: pytest's live log shows the same lines
+        args.append(f"--log-cli-level={logging.getLevelName(level)}")
     code = 3
     previous = signal.getsignal(signal.SIGTERM)
     lifetime.terminate_as_interrupt()  # so the finally blocks below run on SIGTERM too

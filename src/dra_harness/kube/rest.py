@@ -6,13 +6,21 @@ they do not know. The harness reads and writes objects as the API server serves 
 so a field added in 1.38 is visible in evidence without a client upgrade. The
 ``kubernetes`` package still loads kubeconfigs (exec plugins, tokens, contexts) and
 its typed APIs remain available on :class:`dra_harness.kube.client.Clients`.
+
+Every call is logged on the ``dra_harness.kube`` logger, after its answer: writes
+(POST, PUT, PATCH, DELETE) at INFO, reads and watches at DEBUG, as one line with the
+verb, the kind, namespace/name (or the selector of a collection) and the status,
+e.g. ``DELETE Pod ns/name -> 200 (12 ms)``. Bodies, headers and the API server's
+error messages are never logged: they may hold tokens or Secret data.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import logging
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,6 +31,8 @@ from kubernetes import client
 
 from dra_harness.errors import KubeApiError
 from dra_harness.kube.types import Obj
+
+log = logging.getLogger("dra_harness.kube")
 
 
 class ApiError(KubeApiError):
@@ -54,6 +64,11 @@ class Unreachable(KubeApiError):
 
 _ERRORS = {404: NotFound, 409: Conflict, 410: Gone}
 
+#: (group, plural) -> kind of every :class:`Resource` made, so a logged path names its kind.
+_KINDS: dict[tuple[str, str], str] = {}
+#: Groups whose POSTs ask a question (access and identity reviews) and store nothing: logged as reads.
+_REVIEW_GROUPS = ("authentication.k8s.io", "authorization.k8s.io")
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -62,6 +77,9 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+
+    def __post_init__(self) -> None:
+        _KINDS.setdefault((self.group, self.plural), self.kind)
 
     @property
     def api_version(self) -> str:
@@ -139,6 +157,7 @@ class Kube:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         if query:
             url += "?" + urlencode(query)
+        started = time.monotonic()
         try:
             resp = self._pool.request(
                 method,
@@ -149,11 +168,16 @@ class Kube:
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as e:
+            _log_call(method, path, params, body, None, f"unreachable ({e.__class__.__name__})", started)
             raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
         data = resp.data.decode(errors="replace")
         if resp.status >= 400:
-            raise _error(resp.status, data)
-        return json.loads(data) if data.startswith(("{", "[")) else {"raw": data}
+            error = _error(resp.status, data)
+            _log_call(method, path, params, body, None, f"{resp.status} {error.reason}".rstrip(), started)
+            raise error
+        answer = json.loads(data) if data.startswith(("{", "[")) else {"raw": data}
+        _log_call(method, path, params, body, answer, str(resp.status), started)
+        return answer
 
     def raw(self, path: str, timeout: float = 10.0) -> str:
         """GET a non-resource path (``/readyz``, ``/metrics``) and return the text."""
@@ -163,7 +187,9 @@ class Kube:
                 timeout=urllib3.Timeout(connect=5.0, read=timeout), retries=False,
             )
         except urllib3.exceptions.HTTPError as e:
+            log.debug("GET %s -> unreachable (%s)", path.split("?")[0], e.__class__.__name__)
             raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        log.debug("GET %s -> %s", path.split("?")[0], resp.status)
         text = resp.data.decode(errors="replace")
         if resp.status >= 400:
             raise _error(resp.status, text)
@@ -271,6 +297,8 @@ class Kube:
             "fieldSelector": field_selector,
         }
         url = self.host + res.path(namespace) + "?" + urlencode({k: v for k, v in params.items() if v})
+        log.debug("WATCH %s %s from version %s", res.kind,
+                  _where(namespace, None, label_selector, field_selector), resource_version or "now")
         try:
             resp = self._pool.request(
                 "GET", url, headers=self._headers(None), preload_content=False,
@@ -313,6 +341,46 @@ def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, 
         if any(r.get("name") == plural for r in listing.get("resources", [])):
             return Resource(group, version, plural, kind, False)
     return None
+
+
+def _where(namespace: str | None, name: str | None, label_selector: str | None = None,
+           field_selector: str | None = None) -> str:
+    """``ns/name``, ``name``, or for a collection ``ns/*`` with its selectors."""
+    where = f"{namespace}/{name or '*'}" if namespace else (name or "*")
+    selectors = [s for s in (label_selector and f"labelSelector={label_selector}",
+                             field_selector and f"fieldSelector={field_selector}") if s]
+    return " ".join([where, *selectors]) if name is None else where
+
+
+def _log_call(method: str, path: str, params: dict[str, Any] | None, body: Any, answer: Any, outcome: str,
+              started: float) -> None:
+    """One line per call: writes at INFO, reads at DEBUG; never a body (only names read from it)."""
+    parts = path.split("?")[0].strip("/").split("/")
+    group, tail = ("", parts[2:]) if parts[0] == "api" else (parts[1] if len(parts) > 1 else "", parts[3:])
+    level = logging.INFO if method != "GET" and group not in _REVIEW_GROUPS else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    namespace = None
+    # namespaces/<ns>/<plural>[/<name>[/<sub>]], but namespaces/<name>/status is the namespace's own
+    if len(tail) >= 3 and tail[0] == "namespaces" and not (len(tail) == 3 and tail[2] in ("status", "finalize")):
+        namespace, tail = tail[1], tail[2:]
+    plural = tail[0] if tail else ""
+    name = tail[1] if len(tail) > 1 else None
+    sub = tail[2] if len(tail) > 2 else None
+    kind = _KINDS.get((group, plural), plural or path)
+    if sub:
+        kind += f"/{sub}"
+    if name is None and method == "POST":  # a create names its object in the body, or the server does
+        for source in (answer, body):
+            meta = source.get("metadata") if isinstance(source, dict) else None
+            if isinstance(meta, dict) and (meta.get("name") or meta.get("generateName")):
+                name = meta.get("name") or meta["generateName"] + "*"
+                break
+        else:
+            name = ""
+    params = params or {}
+    where = _where(namespace, name, params.get("labelSelector"), params.get("fieldSelector"))
+    log.log(level, "%s %s %s -> %s (%.0f ms)", method, kind, where, outcome, (time.monotonic() - started) * 1000)
 
 
 def _error(status: int, text: str) -> ApiError:

@@ -8,6 +8,7 @@ provider lacks skip with that reason.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import KEPT_LABEL, run_selector
+from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
 from dra_harness.providers.lock import LEASES
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 #: The annotation KWOK's simulated nodes carry (they run no containers).
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
@@ -238,18 +242,20 @@ def grant_namespace_role(kube: Kube, namespace: str, timeout: float = 15.0) -> N
     except rest.ApiError as e:
         if e.status not in (403, 404):  # 404: the role is not installed; an admin needs none
             raise
-    end = time.monotonic() + timeout
-    while True:
+
+    def allowed() -> None:  # an RBAC binding takes effect when the API server's authorizer cache catches up
         review = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
             "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
             "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "pods"}}})
-        if review["status"].get("allowed"):
-            return
-        if time.monotonic() > end:
-            raise rest.ApiError(403, "Forbidden", f"{user['username']} may not create pods in its own namespace "
-                                f"{namespace}: bind the roles in deploy/rbac/dra-harness.yaml ({NAMESPACE_ROLE} "
-                                "needs the `bind` grant of role dra-harness)")
-        time.sleep(0.2)
+        if not review["status"].get("allowed"):
+            raise NotYet(f"{user['username']} may not create pods in {namespace} yet")
+
+    try:
+        until(time.monotonic() + timeout, 0.2, log, f"the namespace role to take effect in {namespace}")(allowed)
+    except NotYet:
+        raise rest.ApiError(403, "Forbidden", f"{user['username']} may not create pods in its own namespace "
+                            f"{namespace}: bind the roles in deploy/rbac/dra-harness.yaml ({NAMESPACE_ROLE} "
+                            "needs the `bind` grant of role dra-harness)") from None
 
 
 def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:

@@ -24,6 +24,7 @@ IP and requires a client certificate of the cluster CA or a token (tests/integra
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -52,7 +53,9 @@ from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Id
 from dra_harness.providers.embedded.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
 from dra_harness.errors import ClusterError
+from dra_harness.retrying import NotYet, until
 
+log = logging.getLogger(__name__)
 DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
@@ -123,11 +126,21 @@ class LocalCluster:
         built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0), quiet=True)
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True)
+        log.info("cluster %s: up (Kubernetes v%s, %d simulated + %d real nodes x %d devices) in %s", self.name,
+                 spec.k8s_version, spec.nodes, spec.real_nodes, spec.gpus_per_node, self.state_dir)
+
+        def said(step: str) -> None:
+            log.info("cluster %s: %s", self.name, step)
+            say(step)
+
         try:
-            return self._up(spec, built, t0, timeout, say)
+            state = self._up(spec, built, t0, timeout, said)
         except BaseException:
+            log.info("cluster %s: start-up failed; taking it down", self.name)
             self.down()
             raise
+        log.info("cluster %s: up in %.1fs at %s", self.name, state.timings["up"], state.server)
+        return state
 
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
@@ -232,6 +245,7 @@ class LocalCluster:
         restartable = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
         if name not in restartable:
             raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
+        log.info("cluster %s: restarting %s (%s, down for %.1fs)", self.name, name, "SIGKILL" if kill else "SIGTERM", down_for)
         self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
         time.sleep(down_for)
         self._start_control_plane_component(name, st)
@@ -280,19 +294,22 @@ class LocalCluster:
                 )
 
     def _poll(self, what: str, deadline: float, probe: Callable[[], str | None]) -> None:
-        """Call ``probe`` until it returns None; its last answer explains a timeout."""
-        last = "no answer yet"
-        while time.monotonic() < deadline:
+        """Call ``probe`` until it returns None; its last answer explains a timeout. A process
+        that exits meanwhile ends the wait at once (with its log's tail)."""
+
+        def attempt() -> None:
             self._check_alive()
             try:
                 answer = probe()
-            except (rest.ApiError, rest.Unreachable) as e:
+            except (rest.ApiError, rest.Unreachable) as e:  # a component still starting
                 answer = str(e)
-            if answer is None:
-                return
-            last = answer
-            time.sleep(0.1)
-        raise ClusterError(f"timed out waiting for {what}: {last}")
+            if answer is not None:
+                raise NotYet(answer)
+
+        try:
+            until(deadline, 0.1, log, what)(attempt)
+        except NotYet as last:
+            raise ClusterError(f"timed out waiting for {what}: {last}") from None
 
     def _wait_ready(self, kube: Kube, what: str, path: str, deadline: float) -> None:
         self._poll(what, deadline, lambda: None if kube.raw(path).strip() == "ok" else "not ok")
@@ -356,6 +373,8 @@ class LocalCluster:
     # -- down / status -------------------------------------------------------------
     def down(self) -> None:
         """Stop every process (drivers first, etcd last) and remove the state and socket directories."""
+        if self.state_dir.exists():
+            log.info("cluster %s: down (removing %s)", self.name, self.state_dir)
         runtime_dirs = self.runtime_dirs()
         for d in runtime_dirs:
             realcluster.teardown(self, d)

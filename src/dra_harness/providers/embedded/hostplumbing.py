@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from dra_harness.errors import ClusterError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -86,14 +87,15 @@ def remove_cgroup_root(path: str, timeout: float = 10) -> list[int]:
 
 
 def _rmdir(d: Path) -> None:
-    for _ in range(20):
-        try:
-            d.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.05)
+    """Remove a cgroup directory; the kernel refuses (EBUSY) until its last process is reaped,
+    so it is retried for a second, then left (``down`` reports what is left)."""
+    busy = retry_if_exception(lambda e: isinstance(e, OSError) and not isinstance(e, FileNotFoundError))
+    try:
+        for attempt in Retrying(stop=stop_after_attempt(20), wait=wait_fixed(0.05), retry=busy, reraise=True):
+            with attempt:
+                d.rmdir()
+    except OSError:  # gone already, or still busy after the last try
+        pass
 
 
 # -- mounts and links ----------------------------------------------------------------

@@ -13,12 +13,15 @@ when a pid file was never written.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def process_start_time(pid: int) -> str | None:
@@ -63,22 +66,23 @@ class Supervisor:
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Tracked:
         self.pid_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in the finally below, once the child has its own copy
+        log_file = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in the finally below, once the child has its own copy
         try:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
                 cwd=self.state_dir,
             )
         finally:
-            log.close()
+            log_file.close()
         start = process_start_time(proc.pid) or ""
         (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid} {start}\n")
         self._children[name] = proc
+        log.info("started %s (pid %d, log %s)", name, proc.pid, self.log_dir / f"{name}.log")
         return Tracked(name, proc.pid, start)
 
     def tracked(self) -> list[Tracked]:
@@ -111,6 +115,8 @@ class Supervisor:
         tracked = self.get(name)
         if tracked is not None:
             if tracked.pid not in _ancestors():  # the watchdog running `down` spares itself
+                log.info("stopping %s (pid %d, %s)", name, tracked.pid,
+                         "SIGKILL" if sig == signal.SIGKILL else f"{signal.Signals(sig).name}, SIGKILL after {grace:.0f}s")
                 stop_group(tracked, grace, sig)
             self._reap(name)
             (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
@@ -122,6 +128,7 @@ class Supervisor:
             if name in names:
                 self.stop(name, grace)
         for pid in strays(self.state_dir):
+            log.info("stopping stray pid %d of %s", pid, self.state_dir)
             stop_group(Tracked("stray", pid, process_start_time(pid) or ""), grace, signal.SIGTERM)
 
     def _reap(self, name: str) -> None:
@@ -143,6 +150,7 @@ def stop_group(tracked: Tracked, grace: float, sig: int) -> None:
             return
         time.sleep(0.05)
     if tracked.alive():
+        log.info("%s (pid %d) still running after %.0fs: SIGKILL", tracked.name, tracked.pid, grace)
         _signal(tracked.pid, signal.SIGKILL)
         deadline = time.monotonic() + 5
         while tracked.alive() and time.monotonic() < deadline:

@@ -7,6 +7,7 @@ calls :func:`start` during ``up`` and :func:`teardown` first thing in ``down``.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -33,9 +34,12 @@ from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.processes import Tracked, cmdline, process_start_time, stop_group, strays
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
 from dra_harness.providers.embedded.state import ClusterState
+from dra_harness.retrying import NotYet, until
 
 if TYPE_CHECKING:
     from dra_harness.providers.embedded.cluster import LocalCluster
+
+log = logging.getLogger(__name__)
 
 
 def _free_port() -> int:
@@ -94,38 +98,41 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
 
 
 def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
-    kube, last = cluster.kube(), "not registered yet"
-    while time.monotonic() < deadline:
+    kube = cluster.kube()
+
+    def attempt() -> None:
         tracked = cluster.supervisor.get(f"kubelet-{name}")
         if tracked is None or not tracked.alive():
             raise RealNodeError(f"kubelet on {name} exited: {cluster.supervisor.log_tail(f'kubelet-{name}')}")
         try:
             node = kube.get(rest.NODES, name)
-        except rest.ApiError as e:
-            last = str(e)
-        else:
-            ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
-            if ready and ready[0].get("status") == "True":
-                return
-            last = ready[0].get("message", "") if ready else "no Ready condition"
-        time.sleep(0.1)
-    raise RealNodeError(f"{name} not Ready: {last}")
+        except rest.ApiError as e:  # not registered yet
+            raise NotYet(str(e)) from None
+        ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
+        if not (ready and ready[0].get("status") == "True"):
+            raise NotYet(ready[0].get("message", "") if ready else "no Ready condition")
+
+    try:
+        until(deadline, 0.1, log, f"the kubelet on {name} to be Ready")(attempt)
+    except NotYet as last:
+        raise RealNodeError(f"{name} not Ready: {last}") from None
 
 
 def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
+    def attempt() -> None:
         tracked = cluster.supervisor.get(f"containerd-{rn.name}")
         if tracked is None or not tracked.alive():
             raise RealNodeError(f"containerd on {rn.name} exited: {cluster.supervisor.log_tail(f'containerd-{rn.name}')}")
-        if rn.socket.exists():
-            out = rn.ctr(ctr, "version", timeout=10)
-            if out.returncode == 0:
-                return
-            last = out.stderr.strip()
-        time.sleep(0.2)
-    raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}")
+        if not rn.socket.exists():
+            raise NotYet("its socket is not there yet")
+        out = rn.ctr(ctr, "version", timeout=10)
+        if out.returncode != 0:
+            raise NotYet(out.stderr.strip())
+
+    try:
+        until(time.monotonic() + timeout, 0.2, log, f"containerd on {rn.name} to serve")(attempt)
+    except NotYet as last:
+        raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}") from None
 
 
 def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:

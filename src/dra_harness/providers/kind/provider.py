@@ -15,6 +15,7 @@ driver's Helm chart when ``helm`` is on PATH, else the manifests we keep
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import string
@@ -36,6 +37,8 @@ from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.providers.kind import apply as applier
 from dra_harness.providers.kind import config as kind_config
 from dra_harness.errors import ClusterError
+
+log = logging.getLogger(__name__)
 
 DRIVER_NAME = "gpu.example.com"
 DRIVER_NAMESPACE = "dra-example-driver"
@@ -61,6 +64,7 @@ def _key_line(text: str) -> str:
 
 
 def _run(argv: list[str], what: str, timeout: float = 600, stdin: bytes | None = None) -> str:
+    log.debug("%s: %s", what, " ".join(argv[:4]))
     try:
         proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -163,6 +167,7 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
     deadline = time.monotonic() + spec.timeout
     state_dir(spec.name).mkdir(parents=True, exist_ok=True)
     if spec.name not in clusters():
+        log.info("kind cluster %s: creating (Kubernetes v%s, %d workers)", spec.name, spec.k8s_version, spec.workers)
         say(f"creating kind cluster {spec.name} (Kubernetes v{spec.k8s_version}, {spec.workers} workers)")
         config = state_dir(spec.name) / "kind-config.yaml"
         config.write_text(yaml.safe_dump(kind_config.for_cluster(spec.k8s_version, spec.workers, spec.node_image), sort_keys=False))
@@ -181,6 +186,7 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
     say("waiting for every worker's ResourceSlices")
     wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
     (state_dir(spec.name) / "ready").touch()
+    log.info("kind cluster %s: up, driver installed (%s) and publishing", spec.name, method)
     return kubeconfig
 
 
@@ -195,6 +201,7 @@ def down(name: str) -> bool:
     check_kind()
     existed = name in clusters()
     if existed:
+        log.info("kind cluster %s: deleting", name)
         _run(["kind", "delete", "cluster", "--name", name], f"kind delete cluster {name}", timeout=300)
     shutil.rmtree(state_dir(name), ignore_errors=True)
     return existed
