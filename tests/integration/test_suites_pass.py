@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.providers.embedded import rundir
+from dra_harness.providers.embedded import runtime_dirs
 from dra_harness.providers.embedded.cluster import clusters_root
 
 
@@ -41,6 +41,6 @@ def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
 def _leftovers() -> set[str]:
     """Temp entries and cluster state the harness creates: locks, socket dirs, clusters."""
     found = {str(p) for p in Path(tempfile.gettempdir()).glob("dra-harness-*")}
-    found |= {str(p) for p in rundir.SHORT_TMP.glob(rundir.PREFIX + "*")}
+    found |= {str(p) for p in runtime_dirs.SHORT_TMP.glob(runtime_dirs.PREFIX + "*")}
     root = clusters_root()
     return found | ({str(p) for p in root.iterdir()} if root.is_dir() else set())

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dra_harness.providers.embedded import rundir
+from dra_harness.providers.embedded import runtime_dirs
 from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster, all_clusters
 from dra_harness.providers.embedded.processes import listening_sockets
 
@@ -116,18 +116,18 @@ def test_down_all_removes_a_runtime_dir_whose_state_is_gone_and_never_a_look_ali
     (what another user could plant) is neither trusted nor touched."""
     root = tmp_path / "clusters"
     monkeypatch.setenv("DRA_HARNESS_STATE", str(root))
-    orphan = rundir.create(root / "it-orphan")
+    orphan = runtime_dirs.create(root / "it-orphan")
     (orphan / "gpu-node-0" / "plugins").mkdir(parents=True)
-    planted = Path(tempfile.mkdtemp(prefix=rundir.PREFIX, dir=rundir.SHORT_TMP))
+    planted = Path(tempfile.mkdtemp(prefix=runtime_dirs.PREFIX, dir=runtime_dirs.SHORT_TMP))
     try:
         os.chmod(planted, 0o777)
-        (planted / rundir.MARKER).write_text(str(root / "it-orphan"))
+        (planted / runtime_dirs.MARKER).write_text(str(root / "it-orphan"))
         assert [c.name for c in all_clusters()] == ["it-orphan"]
         down = subprocess.run([sys.executable, "-m", "dra_harness.cli", "cluster", "down", "--all"],
                               capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
         assert not orphan.exists()
-        assert (planted / rundir.MARKER).exists()
+        assert (planted / runtime_dirs.MARKER).exists()
     finally:
         shutil.rmtree(planted, ignore_errors=True)
         shutil.rmtree(orphan, ignore_errors=True)

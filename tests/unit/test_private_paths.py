@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.providers.embedded import hostplumbing, rundir
+from dra_harness.providers.embedded import hostplumbing, runtime_dirs
 
 # This project's machine: cgroup v1 controllers, the named systemd hierarchy, and cgroup2 at unified.
 HYBRID = """\
@@ -34,50 +34,50 @@ def test_every_cgroup_hierarchy_the_host_mounts_is_found_unified_included():
 
 @pytest.fixture
 def short_tmp(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setattr(rundir, "SHORT_TMP", tmp_path)
+    monkeypatch.setattr(runtime_dirs, "SHORT_TMP", tmp_path)
     return tmp_path
 
 
 def test_a_runtime_dir_is_fresh_private_and_found_by_its_marker_only(short_tmp, tmp_path):
     state = tmp_path / "clusters" / "c"
-    a, b = rundir.create(state), rundir.create(state)
-    assert a != b and a.parent == short_tmp and a.name.startswith(rundir.PREFIX)
+    a, b = runtime_dirs.create(state), runtime_dirs.create(state)
+    assert a != b and a.parent == short_tmp and a.name.startswith(runtime_dirs.PREFIX)
     assert stat.S_IMODE(a.stat().st_mode) == 0o700 and a.stat().st_uid == os.geteuid()
-    assert rundir.owned_by(state) == sorted([a, b])
-    assert rundir.owned_by(tmp_path / "clusters" / "other") == []
+    assert runtime_dirs.owned_by(state) == sorted([a, b])
+    assert runtime_dirs.owned_by(tmp_path / "clusters" / "other") == []
     # State gone, directory left: `down --all` finds the cluster by name.
-    assert rundir.orphans(tmp_path / "clusters") == ["c"]
+    assert runtime_dirs.orphans(tmp_path / "clusters") == ["c"]
     state.mkdir(parents=True)
-    assert rundir.orphans(tmp_path / "clusters") == []
+    assert runtime_dirs.orphans(tmp_path / "clusters") == []
 
 
 def test_a_look_alike_that_is_not_private_is_refused_in_one_line_and_never_trusted(short_tmp, tmp_path):
     state = tmp_path / "clusters" / "c"
-    planted = short_tmp / f"{rundir.PREFIX}planted"
+    planted = short_tmp / f"{runtime_dirs.PREFIX}planted"
     planted.mkdir(mode=0o777)
     os.chmod(planted, 0o777)  # what another user's directory would let anyone do
-    (planted / rundir.MARKER).write_text(str(state))
-    with pytest.raises(rundir.UnsafePath, match="not private") as e:
-        rundir.check_private(planted)
+    (planted / runtime_dirs.MARKER).write_text(str(state))
+    with pytest.raises(runtime_dirs.UnsafePath, match="not private") as e:
+        runtime_dirs.check_private(planted)
     assert "\n" not in str(e.value)
-    link = short_tmp / f"{rundir.PREFIX}link"
-    link.symlink_to(rundir.create(state))
-    with pytest.raises(rundir.UnsafePath, match="not a directory"):
-        rundir.check_private(link)
-    assert planted not in rundir.owned_by(state) and link not in rundir.owned_by(state)
-    assert len(rundir.owned_by(state)) == 1  # the real one the link points at
+    link = short_tmp / f"{runtime_dirs.PREFIX}link"
+    link.symlink_to(runtime_dirs.create(state))
+    with pytest.raises(runtime_dirs.UnsafePath, match="not a directory"):
+        runtime_dirs.check_private(link)
+    assert planted not in runtime_dirs.owned_by(state) and link not in runtime_dirs.owned_by(state)
+    assert len(runtime_dirs.owned_by(state)) == 1  # the real one the link points at
 
 
 def test_a_fixed_name_file_is_opened_only_if_it_is_a_plain_file_of_ours(tmp_path):
     path = tmp_path / "x.lock"
-    os.close(rundir.open_private_file(path))
+    os.close(runtime_dirs.open_private_file(path))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    os.close(rundir.open_private_file(path))  # ours: reused
+    os.close(runtime_dirs.open_private_file(path))  # ours: reused
     target = tmp_path / "victim"
     target.write_text("keep")
     (tmp_path / "link.lock").symlink_to(target)
-    with pytest.raises(rundir.UnsafePath, match="symbolic link"):
-        rundir.open_private_file(tmp_path / "link.lock")
+    with pytest.raises(runtime_dirs.UnsafePath, match="symbolic link"):
+        runtime_dirs.open_private_file(tmp_path / "link.lock")
     assert target.read_text() == "keep"
 
 
@@ -86,13 +86,13 @@ def test_a_fixed_name_file_of_another_user_is_refused(tmp_path):
     path = tmp_path / "other.lock"
     path.write_text("")
     os.chown(path, 65534, 65534)
-    with pytest.raises(rundir.UnsafePath, match="owner 65534"):
-        rundir.open_private_file(path)
-    other = tmp_path / f"{rundir.PREFIX}other"
+    with pytest.raises(runtime_dirs.UnsafePath, match="owner 65534"):
+        runtime_dirs.open_private_file(path)
+    other = tmp_path / f"{runtime_dirs.PREFIX}other"
     other.mkdir(mode=0o700)
     os.chown(other, 65534, 65534)
-    with pytest.raises(rundir.UnsafePath, match="owned by uid 65534"):
-        rundir.check_private(other)
+    with pytest.raises(runtime_dirs.UnsafePath, match="owned by uid 65534"):
+        runtime_dirs.check_private(other)
 
 
 def test_a_runs_lock_files_live_in_a_fresh_private_directory_not_at_a_predictable_name(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from dra_harness.components import catalog
+from dra_harness.cli.common import k8s_version_option
 
 err = Console(stderr=True)
 
@@ -20,7 +20,7 @@ def bench() -> None:
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20))
 @click.option("--nodes", default=4, show_default=True)
 @click.option("--gpus-per-node", default=8, show_default=True)
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 def bench_cluster(runs: int, nodes: int, gpus_per_node: int, k8s_version: str) -> None:
     """Warm `cluster up` to all slices ready, `cluster down`, and memory."""
     from dra_harness.bench.cluster import cluster_bench
@@ -31,7 +31,7 @@ def bench_cluster(runs: int, nodes: int, gpus_per_node: int, k8s_version: str) -
 @bench.command("real-node")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20))
 @click.option("--pods", default=5, show_default=True, type=click.IntRange(1, 50))
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 def bench_real_node(runs: int, pods: int, k8s_version: str) -> None:
     """Real node Ready time and pod start latency with a claim (root)."""
     from dra_harness.bench.realnode import real_node_bench
@@ -40,7 +40,7 @@ def bench_real_node(runs: int, pods: int, k8s_version: str) -> None:
 
 
 @bench.command("build")
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 def bench_build(k8s_version: str) -> None:
     """Cold build of every component into empty, temporary caches."""
     from dra_harness.bench.cluster import cold_build_bench

@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dra_harness.cli.common import k8s_version_option
 from dra_harness import providers
 from dra_harness.providers.base import StandaloneSpec
-from dra_harness.components import catalog
 from dra_harness.providers.embedded.cluster import (
     DEFAULT_NAME,
     ClusterError,
@@ -43,12 +43,7 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 @name_option
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
 @click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
-@click.option(
-    "--k8s-version",
-    default=catalog.DEFAULT_KUBERNETES_VERSION,
-    show_default=True,
-    type=click.Choice(catalog.KUBERNETES_VERSIONS),
-)
+@k8s_version_option
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")

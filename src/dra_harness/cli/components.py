@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dra_harness.cli.common import k8s_version_option
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 
@@ -20,7 +21,7 @@ def components() -> None:
 
 
 @components.command("build")
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 @click.option("--all-versions", is_flag=True, help="Every supported Kubernetes version.")
 def build_cmd(k8s_version: str, all_versions: bool) -> None:
     """Build what the embedded cluster needs; print each binary directory."""

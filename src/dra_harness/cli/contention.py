@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from dra_harness.cli.common import k8s_version_option
 from dra_harness.components import build as builder
 from dra_harness.report import rundir
 from dra_harness.components import catalog
@@ -90,7 +91,7 @@ def contention() -> None:
 @contention.command("run")
 @click.argument("scenario", type=click.Path())
 @click.option("--design", "designs", multiple=True, type=click.Choice(DESIGNS), help="Default: every design the scenario defines.")
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.option("--probe/--no-probe", default=True, show_default=True, help="Run the preemption probe first.")
@@ -134,7 +135,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
 @click.option("--devices-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
 @click.option("--claims", default=400, show_default=True, type=click.IntRange(1, 5000), help="Claims (one pod each) in all.")
 @click.option("--hold", default=2.0, show_default=True, type=click.FloatRange(0.1, 600), help="Seconds each pod holds its device.")
-@click.option("--k8s-version", type=click.Choice(catalog.KUBERNETES_VERSIONS), default=catalog.DEFAULT_KUBERNETES_VERSION)
+@k8s_version_option
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int, hold: float, k8s_version: str,

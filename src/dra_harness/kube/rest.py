@@ -343,6 +343,11 @@ def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, 
     return None
 
 
+def device_taint_rules(kube: Kube) -> Resource | None:
+    """DeviceTaintRule of the newest version the server serves, or None where none is."""
+    return served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+
+
 def _where(namespace: str | None, name: str | None, label_selector: str | None = None,
            field_selector: str | None = None) -> str:
     """``ns/name``, ``name``, or for a collection ``ns/*`` with its selectors."""

@@ -40,7 +40,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
-from dra_harness.providers.embedded import rundir
+from dra_harness.providers.embedded import runtime_dirs
 from dra_harness.errors import HarnessError
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
@@ -118,7 +118,7 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
 
 @contextmanager
 def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
-    with os.fdopen(rundir.open_private_file(_lock_path(run_id, kind)), "r+") as f:
+    with os.fdopen(runtime_dirs.open_private_file(_lock_path(run_id, kind)), "r+") as f:
         fcntl.flock(f, operation)
         try:
             yield

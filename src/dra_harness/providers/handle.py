@@ -42,8 +42,9 @@ T = TypeVar("T")
 _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
 
 
-def _cluster_scoped(kube: Kube) -> list[rest.Resource]:
-    taints = rest.served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
+    """Every cluster-scoped kind a run may create on this cluster (DeviceTaintRule last, where served)."""
+    taints = rest.device_taint_rules(kube)
     return [*_CLUSTER_SCOPED, *([taints] if taints else [])]
 
 
@@ -158,7 +159,7 @@ class ClusterHandle:
 
     def device_taint_rules(self) -> rest.Resource | None:
         """DeviceTaintRule of the newest served version, or None where none is served."""
-        return rest.served(self.kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
+        return rest.device_taint_rules(self.kube)
 
     def schedulable_nodes(self) -> list[str]:
         """Nodes the scheduler may place new pods on (not cordoned), sorted."""
@@ -267,7 +268,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     """
     selector = run_selector(run_id, include_kept=False)
     # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
-    kinds = [(res, None) for res in _cluster_scoped(kube)[::-1]] + [(LEASES, lease_namespace)]
+    kinds = [(res, None) for res in cluster_scoped_kinds(kube)[::-1]] + [(LEASES, lease_namespace)]
     for res, namespace in kinds:
         for obj in _ours(kube, res, namespace, selector):
             kube.delete(res, obj["metadata"]["name"], namespace)

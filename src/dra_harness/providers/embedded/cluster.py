@@ -12,7 +12,7 @@ all of it removed by ``down``::
     pids/<proc>.pid   pid + kernel start time per process
 
 and, because unix socket paths are limited to 107 bytes, a short private
-``/tmp/drh-<random>/`` (``rundir``: mkdtemp, mode 0700, recorded in cluster.json) with
+``/tmp/drh-<random>/`` (``runtime_dirs``: mkdtemp, mode 0700, recorded in cluster.json) with
 ``<node>/`` each driver plugin's registrar, plugin and CDI directories and ``r<i>``,
 ``k<i>`` each real node's directories and kubelet root (also removed by ``down``).
 
@@ -48,7 +48,7 @@ from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.lifetime import alive
-from dra_harness.providers.embedded import commands, realcluster, rundir
+from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from dra_harness.providers.embedded.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
@@ -145,7 +145,7 @@ class LocalCluster:
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
         ports = _free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
-        state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(rundir.create(self.state_dir)))
+        state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(runtime_dirs.create(self.state_dir)))
         self._save(state)
         if spec.owner_pid:
             self._start_watchdog(spec.owner_pid)
@@ -203,7 +203,7 @@ class LocalCluster:
         if st is None or not st.runtime_dir:
             raise ClusterError(f"cluster {self.name!r} is not up")
         path = Path(st.runtime_dir)
-        rundir.check_private(path)
+        runtime_dirs.check_private(path)
         return path
 
     def runtime_dirs(self) -> list[Path]:
@@ -211,7 +211,7 @@ class LocalCluster:
         (a run killed before ``cluster.json`` was written, or after it was removed)."""
         st = self.state()
         recorded = [Path(st.runtime_dir)] if st and st.runtime_dir else []
-        return sorted(set(recorded) | set(rundir.owned_by(self.state_dir)))
+        return sorted(set(recorded) | set(runtime_dirs.owned_by(self.state_dir)))
 
     def driver_dirs(self, node: str) -> dict[str, Path]:
         """The plugin's registrar, plugin and CDI dirs: private ones on a KWOK node, the
@@ -433,7 +433,7 @@ def all_clusters() -> list[LocalCluster]:
     """Every cluster with state under :func:`clusters_root`, and any whose state is gone but not its runtime dir."""
     root = clusters_root()
     names = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
-    return [LocalCluster(n) for n in sorted(names | set(rundir.orphans(root)))]
+    return [LocalCluster(n) for n in sorted(names | set(runtime_dirs.orphans(root)))]
 
 
 def owner_alive(cluster: LocalCluster) -> bool:

@@ -5,7 +5,7 @@ sees (``GPU_DEVICE_*`` injected through CDI by the example driver) and what happ
 to running containers when a driver restarts or a node drains cannot be observed.
 A real node is the same shape as a kind node.
 
-Everything of one node lives in the cluster's private runtime directory (``rundir``:
+Everything of one node lives in the cluster's private runtime directory (``runtime_dirs``:
 ``/tmp/drh-<random>``, mode 0700, short because of the 107-byte unix-socket limit):
 ``r<index>/`` containerd's root, state and socket, runc's state, CNI config and IPAM
 data, CDI specs, pod logs; ``k<index>/`` the kubelet's root (plugins and

@@ -40,7 +40,7 @@ class ClusterState:
     spec: ClusterSpec
     ports: dict[str, int]
     binaries: dict[str, str]
-    #: The private short directory for sockets and real nodes (``rundir.create``), mode 0700.
+    #: The private short directory for sockets and real nodes (``runtime_dirs.create``), mode 0700.
     runtime_dir: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     created: float = field(default_factory=time.time)

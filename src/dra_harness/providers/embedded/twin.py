@@ -23,7 +23,8 @@ import yaml
 from dra_harness import data
 from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
-from dra_harness.providers.handle import NAMESPACE_ROLE
+from dra_harness.providers.handle import NAMESPACE_ROLE, cluster_scoped_kinds
+from dra_harness.providers.lock import LEASES
 from dra_harness.providers.kind.apply import apply_all
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
@@ -225,13 +226,10 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 def leftovers(kube: Kube) -> list[str]:
     """Anything a run of the harness may create that is still there (every run, any run id)."""
     left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)]
-    for res in (rest.PRIORITY_CLASSES, rest.DEVICE_CLASSES, rest.RESOURCE_SLICES):
-        left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=RUN_LABEL)]
-    taints = rest.served(kube, "resource.k8s.io", "devicetaintrules", "DeviceTaintRule", ("v1", "v1beta2", "v1alpha3"))
-    if taints is not None:
-        left += [f"DeviceTaintRule/{o['metadata']['name']}" for o in kube.list(taints)]
-    from dra_harness.providers.lock import LEASES
-
+    for res in cluster_scoped_kinds(kube):  # the kinds the sweep deletes
+        # The twin has no DeviceTaintRule of its own: any rule left, labelled or not, is a run's.
+        selector = None if res.kind == "DeviceTaintRule" else RUN_LABEL
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
     left += [f"Lease/{o['metadata']['name']}" for o in kube.list(LEASES, "default", label_selector=RUN_LABEL)]
     # Node labels and taints are compared whole by :func:`others`; here only a run's own label.
     left += [f"label {RUN_LABEL} on node {n['metadata']['name']}" for n in kube.list(rest.NODES, label_selector=RUN_LABEL)]
