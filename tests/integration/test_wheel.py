@@ -62,3 +62,21 @@ def test_an_installed_suite_runs_from_an_empty_directory_against_the_embedded_cl
     assert " passed" in out and "failed" not in out and "error" not in out.lower(), out
     # The installed plugin (its entry point) ran the session: no conftest.py exists anywhere up from here.
     assert not any((p / "conftest.py").exists() for p in (work, *work.parents))
+
+
+def test_the_installed_command_starts_a_cluster_that_an_installed_suite_targets_as_existing(installed, tmp_path):
+    """The acceptance run of the issue: ``pytest --cluster=existing`` from any directory, on a cluster
+    the installed ``dra-harness`` command started."""
+    env = {**os.environ, "DRA_HARNESS_STATE": str(tmp_path / "state")}
+    env.pop("PYTHONPATH", None)
+    bin_dir = installed / "bin"
+    kubeconfig = _run([str(bin_dir / "dra-harness"), "cluster", "up", "--name", "wheel", "--nodes", "1", "--gpus-per-node", "2",
+                       "--real-nodes", "0"], tmp_path, 600, env).strip().splitlines()[-1]
+    try:
+        package = Path(_run([str(bin_dir / "python"), "-c", "import dra_harness, pathlib; print(pathlib.Path(dra_harness.__file__).parent)"],
+                            tmp_path, 60).strip())
+        out = _run([str(bin_dir / "python"), "-m", "pytest", str(package / "suites" / "test_allocation.py"), "--cluster=existing",
+                    f"--kubeconfig={kubeconfig}", "-p", "no:cacheprovider", "-p", "no:locust", "-q"], tmp_path, 600, env)
+        assert " passed" in out and "failed" not in out, out
+    finally:
+        _run([str(bin_dir / "dra-harness"), "cluster", "down", "--name", "wheel"], tmp_path, 300, env)

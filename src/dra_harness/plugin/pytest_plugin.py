@@ -49,6 +49,9 @@ _LOCK_DIR_ENV = "DRA_HARNESS_LOCK_DIR"
 _WATCHDOG = pytest.StashKey[subprocess.Popen]()
 #: The run's provider, made from its options in every process of the run.
 PROVIDER = pytest.StashKey[Provider]()
+RUN_ID = pytest.StashKey[str]()
+#: Set once the run's inputs passed their checks: only then may the end of the run clean anything up.
+INPUTS_OK = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _run_id(config: pytest.Config) -> str:
-    return config._dra_run_id  # type: ignore[attr-defined]
+    return config.stash[RUN_ID]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Never a predictable path under /tmp: root would follow a planted symlink.
         os.environ[_LOCK_DIR_ENV] = tempfile.mkdtemp(prefix=f"dra-harness-{run_id}-")
         lifetime.terminate_as_interrupt()  # CI's SIGTERM runs teardown and the sweep, like Ctrl-C
-    config._dra_run_id = run_id  # type: ignore[attr-defined]
+    config.stash[RUN_ID] = run_id
     config.stash[PROVIDER] = providers.create({o.dest: config.getoption(o.flag) for o in OPTIONS}, run_id)
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
@@ -104,7 +107,7 @@ def _check_inputs(config: pytest.Config) -> None:
         inputs.check(config.stash[PROVIDER], config.getoption("--report-dir"))
     except inputs.ERRORS as e:
         raise pytest.UsageError(inputs.one_line(e)) from None
-    config._dra_inputs_ok = True  # type: ignore[attr-defined]
+    config.stash[INPUTS_OK] = True
 
 
 def _lock_path(run_id: str, kind: str) -> Path:
@@ -127,7 +130,7 @@ def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if getattr(config, "workerinput", None) is not None or not hasattr(config, "_dra_run_id"):
+    if getattr(config, "workerinput", None) is not None or RUN_ID not in config.stash:
         return
     try:
         _clean_up(config)
@@ -141,7 +144,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _clean_up(config: pytest.Config) -> None:
     provider = config.stash[PROVIDER]
-    if not getattr(config, "_dra_inputs_ok", False):
+    if not config.stash.get(INPUTS_OK, False):
         return  # bad input: nothing was started or created
     if provider.outlives_run:
         _sweep(config)
