@@ -138,7 +138,7 @@ TENANT_AUDIT = "suites/test_sharing.py::test_no_existing_claim_is_shared_across_
 
 
 def _tenant_audit(handle, report) -> tuple[subprocess.CompletedProcess, dict]:
-    out = run_suite(handle.local, TENANT_AUDIT, f"--report-dir={report}", f"--junitxml={report}/junit.xml")
+    out = run_suite(handle.embedded, TENANT_AUDIT, f"--report-dir={report}", f"--junitxml={report}/junit.xml")
     rows = [r for r in read_results(report) if r["nodeid"] == TENANT_AUDIT]
     assert len(rows) == 1, out.stdout[-2000:]
     return out, rows[0]

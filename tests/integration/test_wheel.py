@@ -75,7 +75,7 @@ def test_the_installed_command_starts_a_cluster_that_an_installed_suite_targets_
     try:
         package = Path(_run([str(bin_dir / "python"), "-c", "import dra_harness, pathlib; print(pathlib.Path(dra_harness.__file__).parent)"],
                             tmp_path, 60).strip())
-        out = _run([str(bin_dir / "python"), "-m", "pytest", str(package / "suites" / "test_allocation.py"), "--cluster=existing",
+        out = _run([str(bin_dir / "python"), "-m", "pytest", str(package / "suites" / "test_inventory.py"), "--cluster=existing",
                     f"--kubeconfig={kubeconfig}", "-p", "no:cacheprovider", "-p", "no:locust", "-q"], tmp_path, 600, env)
         assert " passed" in out and "failed" not in out, out
     finally:
