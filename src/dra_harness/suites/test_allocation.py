@@ -98,6 +98,9 @@ def test_first_available_prefers_the_first_alternative_and_falls_back_when_it_is
                       and profile.device_attribute(v["device"], "index") == top_index)
     if not free_top:
         pytest.skip(f"no schedulable node has its device of index {top_index} free")
+    free = sum(1 for k, v in cluster.published().items() if v["node"] in schedulable and k not in held)
+    if free < len(free_top) + 2:  # two pods beyond the preferred devices must find a fallback device
+        pytest.skip(f"{free} free devices: the fallback needs {len(free_top) + 2} (one pod per preferred device, two more)")
     preferred = cluster.request("preferred", selectors=[f"{profile.cel_attribute('index')} == {top_index}"])
     fallback = cluster.request("fallback")
     from dra_harness.kube.builders import first_available
