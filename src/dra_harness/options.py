@@ -31,7 +31,8 @@ class Option:
     #: Inclusive bounds of an int option.
     range: tuple[int, int] | None = None
     metavar: str | None = None
-    #: A path: "file" or "dir" (the CLI refuses the other kind in one line before anything runs).
+    #: "dir": a directory the CLI refuses, in one line, to take a file for. Files given by the user
+    #: are left to their one reader (:mod:`dra_harness.yamlfile`), which names what is wrong with them.
     path: str | None = None
     #: Also offered by ``dra-harness run`` (the rest are pytest-only, passed after the options).
     on_run: bool = True
@@ -48,7 +49,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("--cluster", "local: embedded cluster (default); existing: --kubeconfig; kind: a kind cluster",
            default="local", choices=PROVIDER_NAMES),
-    Option("--kubeconfig", "kubeconfig of an existing cluster (default: KUBECONFIG)", path="file"),
+    Option("--kubeconfig", "kubeconfig of an existing cluster (default: KUBECONFIG)"),
     Option("--context", "kubeconfig context of an existing cluster"),
     Option("--driver", "driver profile (example, nvidia) or driver name; detected on existing clusters by default"),
     Option("--driver-daemonset", "the DaemonSet running the driver's kubelet plugin, when not where its profile says",
@@ -61,8 +62,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--gpus-per-node", "devices per node", default=8, type=int, range=(1, 64)),
     Option("--real-nodes", "nodes with a real kubelet and containerd in the embedded cluster (root)",
            default=0, type=int, range=(0, 4)),
-    Option("--expected-hardware", "YAML file of the hardware the cluster should publish (default: what the provider started)",
-           path="file"),
+    Option("--expected-hardware", "YAML file of the hardware the cluster should publish (default: what the provider started)"),
     Option("--run-id", "label value marking every object of this run", on_run=False),
     Option("--report-dir", "directory for evidence.jsonl and the reports (default: reports/out/<run-id>)", path="dir"),
     Option("--keep-on-failure", "keep a failed test's namespace (labelled dra-harness.io/kept=true) for inspection",
