@@ -90,7 +90,9 @@ def to_pytest_args(values: Mapping[str, Any]) -> list[str]:
     args = []
     for dest, value in values.items():
         option = BY_DEST[dest]
-        if value is None or value == option.default:
-            continue
-        args.append(option.flag if option.is_flag else f"{option.flag}={value}")
+        if option.is_flag:
+            if value:
+                args.append(option.flag)
+        elif value is not None and value != option.default:
+            args.append(f"{option.flag}={value}")
     return args

@@ -21,7 +21,7 @@ def test_a_malformed_scenario_fails_in_one_line_before_any_cluster_starts():
 
 
 def test_contention_run_writes_the_design_comparison(small_cluster, tmp_path):
-    out = subprocess.run([*CLI, "contention", "run", str(ROOT / "fixtures" / "contention" / "small.yaml"),
+    out = subprocess.run([*CLI, "contention", "run", str(ROOT / "suites" / "contention-small.yaml"),
                           "--cluster-name", small_cluster.name, "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

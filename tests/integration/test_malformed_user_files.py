@@ -76,7 +76,7 @@ KINDS = {k.name: k for k in [
     Kind("design", "design.yaml", ROOT / "fixtures" / "designs" / "example.yaml",
          MALFORMED / "wrong-types" / "design.yaml", "workloadClasses: {'name': 'interactive'",
          _run("--design-file")),
-    Kind("scenario", "scenario.yaml", ROOT / "fixtures" / "contention" / "small.yaml",
+    Kind("scenario", "scenario.yaml", ROOT / "suites" / "contention-small.yaml",
          MALFORMED / "wrong-types" / "scenario.yaml", "cluster.nodes: 'two' is not of type 'integer'",
          lambda path, tmp: ["contention", "run", str(path), "--cluster-name", NO_CLUSTER, "--out", str(tmp / "out")]),
     Kind("kubeconfig", "kubeconfig", UNREACHABLE, MALFORMED / "wrong-types" / "kubeconfig.yaml",

@@ -45,7 +45,7 @@ def test_the_wheel_ships_its_data_and_suites(installed):
     for shipped in ("data/profiles/example.yaml", "data/profiles/nvidia.yaml", "data/kind/manifests/dra-example-driver.yaml",
                     "data/kwok-stages.yaml", "data/gates.json", "data/rbac/dra-harness.yaml",
                     "data/components/kubernetes-v1.37.2/go.mod", "report/templates/signoff.html.j2",
-                    "suites/test_inventory.py"):
+                    "data/scenarios/inference-vs-training.yaml", "suites/contention-small.yaml", "suites/test_inventory.py"):
         assert (package / shipped).is_file(), f"{shipped} is missing from the wheel"
 
 

@@ -41,7 +41,7 @@ def test_the_cli_rejects_a_malformed_scenario_without_traceback(path: Path):
     assert path.name in out
 
 
-@pytest.mark.parametrize("path", SHIPPED + [ROOT / "fixtures" / "contention" / "small.yaml"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SHIPPED + [ROOT / "suites" / "contention-small.yaml"], ids=lambda p: p.stem)
 def test_shipped_scenarios_are_valid_and_plan_every_job(path: Path):
     sc = load(path)
     jobs = plan(sc)
@@ -74,7 +74,7 @@ def test_percentiles_interpolate():
 
 
 def test_lost_jobs_say_why():
-    sc = load(ROOT / "fixtures" / "contention" / "small.yaml")
+    sc = load(ROOT / "suites" / "contention-small.yaml")
     jobs = plan(sc)
     done = JobRecord(jobs[0].name, created=1, running=2, completed=3)
     hung = JobRecord(jobs[1].name, created=1, running=2)
@@ -87,7 +87,7 @@ def test_lost_jobs_say_why():
 
 
 def test_tier_verdict_uses_scenario_time_and_lost_jobs():
-    sc = load(ROOT / "fixtures" / "contention" / "small.yaml")   # compression 600, hi tolerates 5 min
+    sc = load(ROOT / "suites" / "contention-small.yaml")   # compression 600, hi tolerates 5 min
     jobs = [j for j in plan(sc) if j.tier == "hi"]
     fast = {j.name: JobRecord(j.name, created=0.0, running=0.1, completed=1.0) for j in jobs}  # 1 scenario minute
     tiers = {t["tier"]: t for t in metrics.tiers(sc, jobs, fast, {})}
@@ -111,7 +111,7 @@ def test_utilisation_and_idle_reserved_capacity():
 def test_designs_select_devices_by_published_attributes():
     from dra_harness.contention.topology import Topology
 
-    sc = load(ROOT / "fixtures" / "contention" / "small.yaml")  # 2 nodes x 8; hi reserves 4; groups a (hi), b (lo)
+    sc = load(ROOT / "suites" / "contention-small.yaml")  # 2 nodes x 8; hi reserves 4; groups a (hi), b (lo)
     topo = Topology(None, sc, "run1", tag="t1")  # type: ignore[arg-type]
     assert [d.group for d in topo.devices] == ["a"] * 8 + ["b"] * 8
     assert topo.reserved_ranges("reserved") == {"hi": (0, 4)}

@@ -7,7 +7,7 @@ scenario runs under each of its designs with arrivals driven by locust; the chec
 only what must hold whatever the figures (every job accounted for, none lost, the probe
 recorded); the figures themselves go to ``<report-dir>/contention/`` for the report.
 
-Runs the seed scenario (``scenarios/inference-vs-training.yaml``) by default;
+Runs the seed scenario (``data/scenarios/inference-vs-training.yaml``) by default;
 ``DRA_HARNESS_CONTENTION=all`` runs every shipped scenario (the 1,000-job one adds
 about 3 minutes per design), or a comma-separated list of scenario names.
 """
@@ -20,20 +20,26 @@ from pathlib import Path
 
 import pytest
 
+from dra_harness import data
 from dra_harness.contention import runner
 from dra_harness.contention.scenario import DESIGNS, Scenario, load
 from dra_harness.contention.topology import Topology
 
-ROOT = Path(__file__).resolve().parents[1]
+#: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
+SCENARIOS = data.path("scenarios")
+SMALL = Path(__file__).with_name("contention-small.yaml")
 SEED = "inference-vs-training"
 
 
 def _scenarios() -> list[Path]:
     wanted = os.environ.get("DRA_HARNESS_CONTENTION", SEED)
-    shipped = sorted((ROOT / "scenarios").glob("*.yaml"))
+    shipped = sorted(SCENARIOS.glob("*.yaml"))
     if wanted == "all":
         return shipped
     names = set(wanted.split(","))
+    missing = names - {p.stem for p in shipped}
+    if missing:  # never an empty parameter set that passes for want of a scenario
+        raise FileNotFoundError(f"DRA_HARNESS_CONTENTION names {', '.join(sorted(missing))}: not among the scenarios in {SCENARIOS}")
     return [p for p in shipped if p.stem in names]
 
 
@@ -76,7 +82,7 @@ _PROBES: dict[str, dict] = {}
 KNOWN_PREEMPTION = {"1.36": False, "1.37": False}
 
 
-@pytest.mark.parametrize("topology", [ROOT / "scenarios" / f"{SEED}.yaml"], indirect=True, ids=[SEED])
+@pytest.mark.parametrize("topology", [SCENARIOS / f"{SEED}.yaml"], indirect=True, ids=[SEED])
 def test_preemption_probe_records_whether_a_device_is_freed_for_higher_priority(topology, cluster, evidence):
     probe = runner.preemption_probe(cluster.kube, topology, low_run_s=15.0)
     _PROBES[topology.scenario.name] = probe
@@ -117,7 +123,7 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
     assert not result["design_violations"], f"the allocator left the {design} design: {result['design_violations']}"
 
 
-@pytest.mark.parametrize("topology", [ROOT / "fixtures" / "contention" / "small.yaml"], indirect=True, ids=["small"])
+@pytest.mark.parametrize("topology", [SMALL], indirect=True, ids=["small"])
 def test_negative_control_a_hung_job_and_a_job_never_created_are_counted_lost(topology, cluster, tmp_path, evidence):
     """Fault injection: one pod never completes (no run duration), one is never sent."""
     def inject(jobs, arrivals):
