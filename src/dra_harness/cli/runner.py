@@ -83,6 +83,10 @@ def _pytest(args: list[str], cwd: Path) -> int:
         raise
 
 
+#: Options whose values are paths: resolved here, because the test session runs in another directory.
+_PATHS = ("kubeconfig", "expected_hardware", "report_dir")
+
+
 def run_suites(options: RunOptions, console: Console) -> int:
     # In a checkout, its suites/ (a link into the package); installed, the package's own copy.
     root = builder.checkout_root() or Path(str(resources.files("dra_harness")))
@@ -132,7 +136,3 @@ def run_suites(options: RunOptions, console: Console) -> int:
         console.print("sign-off report:")
         print(path, flush=True)
     return code
-
-
-#: Options whose values are paths: resolved here, because the test session runs in another directory.
-_PATHS = ("kubeconfig", "expected_hardware", "report_dir")

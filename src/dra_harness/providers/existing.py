@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dra_harness.errors import InputError
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
@@ -24,8 +25,6 @@ class ExistingProvider(Provider):
     name = "existing"
 
     def check_inputs(self) -> None:
-        from dra_harness.errors import InputError
-
         if self.options.get("cluster_name"):
             raise InputError(f"--cluster-name {self.options['cluster_name']}: no running embedded cluster of that name")
         if not (self.options.get("kubeconfig") or os.environ.get("KUBECONFIG")):

@@ -23,6 +23,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.providers import profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
+from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
 from dra_harness.providers.handle import ClusterHandle
@@ -43,9 +44,7 @@ class EmbeddedProvider(Provider):
         real = choose_real_nodes(spec.real_nodes, console.print)
         cluster_spec = ClusterSpec(name=spec.name, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
                                    k8s_version=spec.k8s_version, real_nodes=real)
-        builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=real > 0))
-        with console.status("starting") as status:
-            state = c.up(cluster_spec, timeout=spec.timeout, say=lambda s: status.update(s))
+        state = _build_and_start(c, cluster_spec, console, spec.timeout)
         console.print(
             f"cluster {spec.name!r} up in {state.timings['up']:.1f}s: Kubernetes v{spec.k8s_version}, "
             f"{spec.nodes} simulated + {real} real nodes x {spec.gpus_per_node} devices ({state.server})"
@@ -60,8 +59,9 @@ class EmbeddedProvider(Provider):
             if existed:
                 console.print(f"cluster {c.name!r} removed")
 
-    @property
+    @functools.cached_property
     def cluster(self) -> LocalCluster:
+        """One object for the whole run: its supervisor holds the processes it started (to reap them)."""
         return LocalCluster(self.options.get("cluster_name") or f"run-{self.run_id}")
 
     @property
@@ -89,9 +89,7 @@ class EmbeddedProvider(Provider):
 
     def prepare(self, console: Console) -> None:
         spec = self._spec(os.getpid())
-        builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0))
-        with console.status("bringing up the embedded cluster") as status:
-            state = self.cluster.up(spec, say=lambda s: status.update(s))
+        state = _build_and_start(self.cluster, spec, console)
         console.print(f"embedded cluster up in {state.timings['up']:.1f}s (Kubernetes v{spec.k8s_version})")
 
     def open(self, owner_pid: int) -> ClusterHandle:
@@ -148,6 +146,13 @@ class EmbeddedProvider(Provider):
     def driver_running(self, node: str) -> bool | None:
         tracked = self.cluster.supervisor.get(f"driver-{node}")
         return tracked is not None and tracked.alive()
+
+
+def _build_and_start(cluster: LocalCluster, spec: ClusterSpec, console: Console, timeout: float = 120.0) -> ClusterState:
+    """Build what is missing (progress bars), then start the cluster (a status line per step)."""
+    builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0))
+    with console.status("bringing up the embedded cluster") as status:
+        return cluster.up(spec, timeout=timeout, say=lambda s: status.update(s))
 
 
 def local_hardware(spec: ClusterSpec) -> Hardware:
