@@ -73,9 +73,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--lease-namespace", "namespace of the Leases through which concurrent runs on one cluster take turns",
            default="default"),
     Option("--dry-run", "disruptive tests list what they would touch, and touch nothing", type=bool),
-    Option("--kind-node-image", "kind: node image (default kindest/node:v<k8s-version>)"),
+    Option("--kind-node-image", "kind: node image (default: built here for --k8s-version by `dra-harness kind build-node-image`)"),
     Option("--driver-image", "kind: example-driver image (default: built from the Go-built plugin)"),
-    Option("--kind-install", "kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests",
+    Option("--kind-install", "kind: install the driver with its own Helm chart (auto, helm) or our manifests",
            default="auto", choices=("auto", "helm", "manifests")),
     Option("--shell-image", "image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
            "on an air-gapped cluster, your mirror of it)"),

@@ -33,7 +33,7 @@ from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.kube.waits import watch_until
 from dra_harness.providers.embedded import hostplumbing, realcluster
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
-from dra_harness.providers.embedded.images import DRIVER_IMAGE, WORKLOAD_IMAGE
+from dra_harness.components.images import DRIVER_IMAGE, WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import RealNode, unavailable_reason
 
 from .conftest import REAL_CLUSTER_GPUS, REAL_NODE

@@ -51,7 +51,7 @@ CLASSES = _exception_classes()
 def test_the_package_defines_the_exception_classes_the_walk_should_find():
     # The walk itself works: it finds classes in deep modules, not only errors.py.
     assert {"dra_harness.errors.HarnessError", "dra_harness.kube.rest.NotFound", "dra_harness.kube.waits.WaitTimeout",
-            "dra_harness.checks.disruption.DisruptionRefused", "dra_harness.providers.kind.provider.KindError"} <= set(CLASSES)
+            "dra_harness.checks.disruption.DisruptionRefused", "dra_harness.providers.kind.tools.KindError"} <= set(CLASSES)
     assert len(CLASSES) >= 30
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from dra_harness.components import catalog
 from dra_harness.providers.kind import config as kind_config
-from dra_harness.providers.kind import provider
+from dra_harness.providers.kind import driver, nodeimage
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.providers.embedded import gates
 
@@ -92,7 +92,7 @@ def test_manifests_get_the_image_and_kubelet_root(tmp_path):
         "      volumes: [{name: r, hostPath: {path: '${KUBELET_ROOT}/plugins'}}]\n"
         "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n"
     )
-    docs = provider.render_manifests("img:v1", "/var/lib/kubelet", template)
+    docs = driver.render_manifests("img:v1", "/var/lib/kubelet", template)
     assert [d["kind"] for d in docs] == ["DaemonSet", "Namespace"]
     pod = docs[0]["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == "img:v1"
@@ -102,18 +102,18 @@ def test_manifests_get_the_image_and_kubelet_root(tmp_path):
 def test_an_unknown_placeholder_is_one_line(tmp_path):
     template = tmp_path / "driver.yaml"
     template.write_text("image: ${DRIVER_IMAGE}\ncdi: ${CDI_ROOT}\nx: ${NODE_COUNT}\n")
-    with pytest.raises(provider.KindError, match=r"^driver.yaml: placeholders left unfilled: NODE_COUNT$"):
-        provider.render_manifests("img:v1", "/var/lib/kubelet", template)
+    with pytest.raises(driver.KindError, match=r"^driver.yaml: placeholders left unfilled: NODE_COUNT$"):
+        driver.render_manifests("img:v1", "/var/lib/kubelet", template)
 
 
 def test_the_kept_manifests_render_for_kind():
     # Committed since the real-kubelet work (issue #7): a missing file is a failure, never a skip.
-    assert provider.MANIFESTS.is_file(), f"{provider.MANIFESTS} is missing: the kind provider falls back to it without helm"
-    docs = provider.with_device_count(provider.render_manifests(provider.LOCAL_DRIVER_IMAGE), 3)
+    assert driver.MANIFESTS.is_file(), f"{driver.MANIFESTS} is missing: the kind provider falls back to it without helm"
+    docs = driver.with_device_count(driver.render_manifests(driver.DRIVER_IMAGE), 3)
     daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
     assert daemonsets
     text = yaml.safe_dump_all(docs)
-    assert provider.LOCAL_DRIVER_IMAGE in text and "/var/lib/kubelet/plugins" in text and "${" not in text
+    assert driver.DRIVER_IMAGE in text and "/var/lib/kubelet/plugins" in text and "${" not in text
     for container in daemonsets[0]["spec"]["template"]["spec"]["containers"]:
         assert {"name": "NUM_DEVICES", "value": "3"} in container["env"]
 
@@ -121,16 +121,31 @@ def test_the_kept_manifests_render_for_kind():
 def test_the_device_count_replaces_or_adds_the_env_entry():
     ds = {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": [
         {"name": "a", "env": [{"name": "NUM_DEVICES", "value": "8"}]}, {"name": "b"}]}}}}
-    provider.with_device_count([ds, {"kind": "Namespace"}], 2)
+    driver.with_device_count([ds, {"kind": "Namespace"}], 2)
     envs = [c["env"] for c in ds["spec"]["template"]["spec"]["containers"]]
     assert envs == [[{"name": "NUM_DEVICES", "value": "2"}], [{"name": "NUM_DEVICES", "value": "2"}]]
 
 
 def test_the_helm_install_sets_image_and_device_count(tmp_path):
-    spec = provider.KindSpec(driver_image="registry.local:5000/driver:v9", gpus_per_node=4)
-    argv = provider.helm_command(tmp_path / "kc", spec)
-    assert argv[:5] == ["helm", "upgrade", "--install", "dra-example-driver", provider.DEFAULT_CHART]
+    argv = driver.helm_command("helm", tmp_path / "kc", tmp_path / "chart", "registry.local:5000/driver:v9", 4)
+    assert argv[:5] == ["helm", "upgrade", "--install", "dra-example-driver", str(tmp_path / "chart")]
     sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
     assert "image.repository=registry.local:5000/driver" in sets and "image.tag=v9" in sets
     assert "kubeletPlugin.numDevices=4" in sets
-    assert argv[argv.index("--version") + 1] == catalog.EXAMPLE_DRIVER_VERSION
+
+
+def test_kubelets_accept_cgroup_v1_in_every_committed_config():
+    for version in VERSIONS:
+        patches = [yaml.safe_load(p) for p in kind_config.load(version)["kubeadmConfigPatches"]]
+        assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
+
+
+def test_a_node_image_built_here_turns_kinds_cni_off_and_names_our_etcd_and_coredns():
+    cfg = kind_config.for_cluster("1.37.2", 2, "dra-harness.local/kind-node:v1.37.2", nodeimage.kubeadm_patches())
+    assert cfg["networking"] == {"disableDefaultCNI": True}
+    cluster = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"] if "ClusterConfiguration" in p]
+    assert cluster == [{"kind": "ClusterConfiguration", "etcd": {"local": {"imageTag": f"{catalog.ETCD_VERSION}-0"}},
+                        "dns": {"imageTag": f"v{catalog.COREDNS_VERSION}"}}]
+    # A node image from elsewhere keeps kind's own CNI and kubeadm's image tags.
+    other = kind_config.for_cluster("1.37.2", 2, "kindest/node:v1.37.2")
+    assert "networking" not in other and not any("ClusterConfiguration" in p for p in other["kubeadmConfigPatches"])

@@ -20,7 +20,7 @@ from dra_harness.checks.incontainer import (
     mismatch,
     settings,
 )
-from dra_harness.providers.embedded.oci import File, Image, write_layout
+from dra_harness.components.oci import File, Image, write_layout
 from dra_harness.providers.embedded.pki import Identity
 from dra_harness.providers.embedded.realnode import RealNode
 

@@ -19,7 +19,7 @@ from dra_harness.checks.incontainer import probe_pod, read_env
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
-from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
+from dra_harness.components.images import WORKLOAD_IMAGE
 
 NODE = "real-node-0"
 

@@ -96,4 +96,7 @@ main.add_command(diff)
 from dra_harness.cli.contention import bench_allocation, contention  # noqa: E402 - so do the contention commands
 
 main.add_command(contention)
+from dra_harness.cli.kind import kind  # noqa: E402
+
+main.add_command(kind)
 bench.add_command(bench_allocation)

@@ -49,10 +49,10 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
               help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
 @click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True,
               help="local: embedded cluster; kind: a kind cluster (Docker) with the example driver installed.")
-@click.option("--node-image", help="kind: node image (default kindest/node:v<k8s-version>).")
+@click.option("--node-image", help="kind: node image (default: built here for --k8s-version).")
 @click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
 @click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
-              help="kind: install the driver with its Helm chart (auto: when helm is on PATH) or our manifests.")
+              help="kind: install the driver with its own Helm chart (auto, helm) or our manifests.")
 def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
        provider: str, node_image: str | None, driver_image: str | None, install: str) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""

@@ -23,6 +23,13 @@ EXAMPLE_DRIVER_VERSION = "0.4.0"
 #: containerd 2.4 still supports cgroup v1 (deprecated since 2.2; RELEASES.md keeps a
 #: maintained branch with it until May 2029), which hosts like ours still run.
 CONTAINERD_VERSION = "2.4.2"
+#: The kind CLI and what a kind node image needs beyond the cluster's own components
+#: (newest on the Go proxy, Dec 2026). One CoreDNS serves every Kubernetes version:
+#: the node image sets kubeadm's ``dns.imageTag`` to it.
+KIND_VERSION = "0.33.0"
+HELM_VERSION = "3.22.0"
+CRI_TOOLS_VERSION = "1.37.0"
+COREDNS_VERSION = "1.14.6"
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Component:
 
 
 KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"
+#: What a kind node image needs of a release beyond the control plane, kubectl and the kubelet.
+KIND_NODE_PACKAGES = {"kubeadm": "k8s.io/kubernetes/cmd/kubeadm", "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy"}
 
 
 def _check_kubernetes(version: str) -> None:
@@ -95,7 +104,7 @@ def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
             "kubectl": "k8s.io/kubernetes/cmd/kubectl",
         },
         version_x=_kubernetes_stamps(version),
-        extra_tools=(KUBELET_PACKAGE,),
+        extra_tools=(KUBELET_PACKAGE, *KIND_NODE_PACKAGES.values()),
     )
 
 
@@ -111,6 +120,19 @@ def kubelet(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
         version=version,
         module="k8s.io/kubernetes",
         binaries={"kubelet": KUBELET_PACKAGE},
+        version_x=_kubernetes_stamps(version),
+        wrapper=f"kubernetes-v{version}",
+    )
+
+
+def kind_node(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
+    """kubeadm and kube-proxy of one release, for kind node images (built from the Kubernetes wrapper)."""
+    _check_kubernetes(version)
+    return Component(
+        name="kind-node",
+        version=version,
+        module="k8s.io/kubernetes",
+        binaries=dict(KIND_NODE_PACKAGES),
         version_x=_kubernetes_stamps(version),
         wrapper=f"kubernetes-v{version}",
     )
@@ -152,6 +174,37 @@ CONTAINERD = Component(
 )
 
 
+KIND = Component(
+    name="kind",
+    version=KIND_VERSION,
+    module="sigs.k8s.io/kind",
+    binaries={"kind": "sigs.k8s.io/kind"},
+)
+
+HELM = Component(
+    name="helm",
+    version=HELM_VERSION,
+    module="helm.sh/helm/v3",
+    binaries={"helm": "helm.sh/helm/v3/cmd/helm"},
+    version_x=(f"helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",),
+)
+
+CRI_TOOLS = Component(
+    name="cri-tools",
+    version=CRI_TOOLS_VERSION,
+    module="sigs.k8s.io/cri-tools",
+    binaries={"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"},
+    version_x=(f"sigs.k8s.io/cri-tools/pkg/version.Version=v{CRI_TOOLS_VERSION}",),
+)
+
+COREDNS = Component(
+    name="coredns",
+    version=COREDNS_VERSION,
+    module="github.com/coredns/coredns",
+    binaries={"coredns": "github.com/coredns/coredns"},
+)
+
+
 def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool = False) -> list[Component]:
     """Everything the embedded cluster runs, for one Kubernetes version."""
     comps = [kubernetes(k8s_version), ETCD, KWOK, EXAMPLE_DRIVER]
@@ -160,4 +213,9 @@ def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool 
 
 def all_components() -> list[Component]:
     """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
-    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER, CONTAINERD]
+    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS]
+
+
+def for_kind_node(k8s_version: str) -> list[Component]:
+    """What ``kind build-node-image`` builds for one release (the control-plane images reuse the cluster's)."""
+    return [kubernetes(k8s_version), kubelet(k8s_version), kind_node(k8s_version), ETCD, CONTAINERD, CRI_TOOLS, COREDNS]

@@ -94,3 +94,12 @@ def generate(component: Component) -> Path:
     (target / "go.sum").unlink(missing_ok=True)
     go("mod", "tidy", cwd=target)
     return target
+
+
+def module_source(component: Component) -> Path:
+    """The extracted source of ``component``'s module in Go's module cache (read-only; e.g. kind's image files)."""
+    info = json.loads(go("mod", "download", "-json", f"{component.module}@v{component.version}",
+                         cwd=component.module_dir()))
+    if "Error" in info or not info.get("Dir"):
+        raise GoError(info.get("Error") or f"go mod download {component.module}: no source directory")
+    return Path(info["Dir"])

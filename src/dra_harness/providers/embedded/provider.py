@@ -24,7 +24,7 @@ from dra_harness.providers import profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
 from dra_harness.providers.embedded.state import ClusterState
-from dra_harness.providers.embedded.images import WORKLOAD_IMAGE
+from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.hardware import Hardware, load_hardware

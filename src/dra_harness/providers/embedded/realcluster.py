@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from dra_harness.kube import rest
 from dra_harness.labels import DISRUPTABLE_LABEL
-from dra_harness.providers.embedded import gates, images
+from dra_harness.components import images
+from dra_harness.providers.embedded import gates
 from dra_harness.providers.embedded.hostplumbing import (
     add_host_link,
     delete_link,

@@ -31,7 +31,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
-from dra_harness.providers.embedded.images import DRIVER_IMAGE
+from dra_harness.components.images import DRIVER_IMAGE
 from dra_harness.errors import ClusterError
 
 RBAC = data.path("rbac", "dra-harness.yaml")

@@ -10,24 +10,20 @@ from rich.console import Console
 from dra_harness.providers.kind import provider
 
 
-def up_kind(name: str, workers: int, gpus_per_node: int, k8s_version: str, timeout: float,
-            node_image: str | None, driver_image: str | None, install: str, err: Console) -> Path:
-    spec = provider.KindSpec(
-        name=name, k8s_version=k8s_version, workers=workers, gpus_per_node=gpus_per_node, node_image=node_image,
-        driver_image=driver_image or provider.LOCAL_DRIVER_IMAGE, install=install,
-        # kind pulls a node image and creates containers: far slower than the embedded cluster.
-        timeout=max(timeout, 600.0),
-    )
+def up_kind(spec: provider.KindSpec, err: Console) -> Path:
     started = time.monotonic()
     with err.status("kind") as status:
         kubeconfig = provider.up(spec, say=lambda s: status.update(s))
-    err.print(f"kind cluster {name!r} up in {time.monotonic() - started:.0f}s: Kubernetes v{k8s_version}, "
-              f"{workers} workers, example driver publishing")
+    facts = provider.created(spec.name)
+    steps = ", ".join(f"{label} {facts[key]:.0f}s" for key, label in (
+        ("node_image_build_s", "node image"), ("kind_create_s", "kind create"), ("driver_to_slices_s", "driver to slices"))
+        if facts.get(key))
+    err.print(f"kind cluster {spec.name!r} up in {time.monotonic() - started:.0f}s ({steps}): Kubernetes v{spec.k8s_version}, "
+              f"{spec.workers} workers, node image {facts.get('node_image')}, driver by {facts.get('driver_install')}")
     return Path(kubeconfig)
 
 
 def down_kind(name: str, err: Console) -> None:
-    if provider.down(name):
-        err.print(f"kind cluster {name!r} deleted")
-    else:
-        err.print(f"no kind cluster {name!r}")
+    with err.status("kind") as status:
+        existed = provider.down(name, say=lambda s: status.update(s))
+    err.print(f"kind cluster {name!r} deleted" if existed else f"no kind cluster {name!r}")

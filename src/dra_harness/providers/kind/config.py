@@ -37,6 +37,9 @@ HEADER = (
 # default; the patch (the one dra-example-driver's own kind config uses) turns it on
 # for containerd 1.7 node images and is harmless on 2.x.
 CDI_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true'
+# Kubernetes 1.35+ kubelets refuse to start on cgroup v1 unless told otherwise, and
+# hosts like ours (and many staging VMs) still run it; on cgroup v2 the field is unused.
+KUBELET_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
 
 
 def node_image(version: str) -> str:
@@ -63,6 +66,7 @@ def render(version: str, workers: int = DEFAULT_WORKERS, image: str | None = Non
         "featureGates": dict(row["feature_gates"]),
         "runtimeConfig": {gv: "true" for gv in row["runtime_config"]},
         "containerdConfigPatches": [CDI_PATCH],
+        "kubeadmConfigPatches": [KUBELET_PATCH],
         "nodes": [{"role": "control-plane", "image": image}] + [copy.deepcopy(worker) for _ in range(workers)],
     }
 
@@ -97,9 +101,18 @@ def load(version: str) -> dict[str, Any]:
     return yaml.safe_load(path_for(version).read_text())
 
 
-def for_cluster(version: str, workers: int, image: str | None = None) -> dict[str, Any]:
-    """The committed config of ``version`` with the worker count (and node image) asked for."""
+def for_cluster(version: str, workers: int, image: str | None = None,
+                built_here: list[str] | None = None) -> dict[str, Any]:
+    """The committed config of ``version`` with the worker count (and node image) asked for.
+
+    ``built_here``: the kubeadm patches of a node image we built (``nodeimage``); such an
+    image carries no kindnetd, so kind's default CNI is off and the image's own pod network
+    takes its place.
+    """
     config = load(version)
+    if built_here is not None:
+        config["networking"] = {"disableDefaultCNI": True}
+        config["kubeadmConfigPatches"] = [*config.get("kubeadmConfigPatches", []), *built_here]
     control_planes = [n for n in config["nodes"] if n["role"] == "control-plane"]
     template = next(n for n in config["nodes"] if n["role"] == "worker")
     if image:

@@ -8,6 +8,8 @@ kubeconfig goes through the same code path as ``--cluster=existing``.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,31 +17,39 @@ from pathlib import Path
 from rich.console import Console
 
 from dra_harness.components import catalog
+from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.errors import InputError
 from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.existing import open_kubeconfig
 from dra_harness.providers.handle import ClusterHandle
-from dra_harness.providers.kind import provider
+from dra_harness.providers.kind import driver, provider, reaper
 
 
 class KindProvider(Provider):
     name = "kind"
     standalone = True
+    #: Loaded into every node with the driver's image (``driver.load_images``).
+    workload_image = WORKLOAD_IMAGE
 
     @classmethod
     def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
         from dra_harness.providers.kind.commands import up_kind
 
-        return up_kind(spec.name, spec.nodes, spec.gpus_per_node, spec.k8s_version, spec.timeout, spec.node_image,
-                       spec.driver_image, spec.install, console)
+        return up_kind(provider.KindSpec(
+            name=spec.name, k8s_version=spec.k8s_version, workers=spec.nodes, gpus_per_node=spec.gpus_per_node,
+            node_image=spec.node_image, driver_image=spec.driver_image, install=spec.install,
+            # A cold node image build and kind's own start-up take far longer than the embedded cluster.
+            timeout=max(spec.timeout, 900.0)), console)
 
     @classmethod
     def down_standalone(cls, name: str, every: bool, console: Console) -> None:
         from dra_harness.providers.kind.commands import down_kind
 
         down_kind(name, console)
+
+    _reaper: subprocess.Popen | None = None
 
     @property
     def cluster_name(self) -> str:
@@ -48,6 +58,11 @@ class KindProvider(Provider):
     @property
     def outlives_run(self) -> bool:
         return bool(self.options.get("cluster_name"))
+
+    @property
+    def harness_operated(self) -> bool:  # type: ignore[override]
+        """The run's own kind cluster holds nothing but the run; a named one may hold anything."""
+        return not self.outlives_run
 
     def check_inputs(self) -> None:
         """One-line usage errors before anything is created (Docker engine, kind, helm)."""
@@ -64,19 +79,35 @@ class KindProvider(Provider):
             workers=opt.get("nodes", 4),
             gpus_per_node=opt.get("gpus_per_node", 8),
             node_image=opt.get("kind_node_image"),
-            driver_image=opt.get("driver_image") or provider.LOCAL_DRIVER_IMAGE,
+            driver_image=opt.get("driver_image"),
             install=opt.get("kind_install", "auto"),
         )
+
+    def prepare(self, console: Console) -> None:
+        """The cluster comes up before the session, where its progress shows and the fingerprint can read it."""
+        if provider.is_ready(self.cluster_name):
+            return
+        started = time.monotonic()
+        self._reap_after(os.getpid())
+        with console.status("kind") as status:
+            provider.up(self.spec(), say=lambda s: status.update(s))
+        console.print(f"kind cluster {self.cluster_name} up in {time.monotonic() - started:.0f}s")
 
     def open(self, owner_pid: int) -> ClusterHandle:
         """Bring the cluster up once; later callers (xdist workers, a cluster made by ``cluster up``) reuse it."""
         started = time.monotonic()
         kubeconfig = provider.kubeconfig_path(self.cluster_name)
         if not provider.is_ready(self.cluster_name):
+            self._reap_after(owner_pid)
             kubeconfig = provider.up(self.spec())
         handle = open_kubeconfig(self, str(kubeconfig), None)
         handle.notes.append(f"kind cluster {self.cluster_name} ready in {time.monotonic() - started:.0f}s")
         return handle
+
+    def _reap_after(self, owner: int) -> None:
+        """The run's own cluster goes when its owner goes, even by kill -9 (a named cluster stays)."""
+        if not self.outlives_run and self._reaper is None:
+            self._reaper = reaper.start(owner, self.cluster_name)
 
     def connect(self) -> Kube:
         return connect(str(provider.kubeconfig_path(self.cluster_name)))
@@ -87,10 +118,17 @@ class KindProvider(Provider):
             return
         try:
             provider.down(self.cluster_name)
+            if self._reaper is not None:
+                self._reaper.terminate()
         except provider.KindError as e:
             sys.stderr.write(f"dra-harness: could not delete kind cluster {self.cluster_name}: {e}\n")
 
     def fingerprint_sources(self) -> FingerprintSources | str:
-        # The plugin creates the run's kind cluster inside the test session and deletes it at its end.
-        return "the run's kind cluster exists only inside the test session"
+        if not provider.is_ready(self.cluster_name):
+            return f"kind cluster {self.cluster_name} is not up"
+        kube = self.connect()
+        facts = provider.created(self.cluster_name)
+        extra = {"kind": {"cluster": self.cluster_name, "kind_version": catalog.KIND_VERSION, **facts,
+                          "publishers": driver.publishers(kube)}}
+        return kube, {"kube-apiserver": lambda: kube.raw("/metrics", timeout=20)}, None, extra
 

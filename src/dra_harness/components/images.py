@@ -19,7 +19,7 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.components.gomod import go
 from dra_harness.kube.builders import PAUSE_IMAGE
-from dra_harness.providers.embedded.oci import File, Image, write_layout
+from dra_harness.components.oci import File, Image, write_layout
 
 WORKLOAD_IMAGE = "dra-harness.local/busybox:1"
 DRIVER_IMAGE = f"dra-harness.local/dra-example-driver:v{catalog.EXAMPLE_DRIVER_VERSION}"

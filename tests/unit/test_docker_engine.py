@@ -1,0 +1,75 @@
+"""The Docker engine's host bookkeeping: which capabilities are missing, which iptables lines are Docker's."""
+
+from __future__ import annotations
+
+from dra_harness.providers.kind import engine
+
+FULL = "CapBnd:\t000001ffffffffff\n"
+NO_SYS_RESOURCE = "CapBnd:\t000001fffeffffff\n"
+
+
+def test_a_complete_bounding_set_misses_nothing():
+    assert engine.missing_capabilities(FULL, last_cap=40) == []
+
+
+def test_a_bounding_set_without_sys_resource_is_reported_by_name():
+    assert engine.missing_capabilities(NO_SYS_RESOURCE, last_cap=40) == ["CAP_SYS_RESOURCE"]
+
+
+def test_capabilities_the_kernel_does_not_know_are_not_missing():
+    # An older kernel (cap_last_cap 37) has no PERFMON, BPF or CHECKPOINT_RESTORE to grant.
+    assert engine.missing_capabilities("CapBnd:\t0000003fffffffff\n", last_cap=37) == []
+
+
+BEFORE = """*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:KUBE-FORWARD - [0:0]
+-A FORWARD -j KUBE-FORWARD
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -j ACCEPT
+COMMIT
+*nat
+:POSTROUTING ACCEPT [0:0]
+-A POSTROUTING -s 10.88.0.0/16 -j MASQUERADE
+COMMIT""".splitlines()
+
+AFTER = """*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:DOCKER - [0:0]
+:DOCKER-USER - [0:0]
+:KUBE-FORWARD - [0:0]
+:CNI-FORWARD - [0:0]
+-A FORWARD -j DOCKER-USER
+-A FORWARD -o br-0123456789ab -j DOCKER
+-A FORWARD -j KUBE-FORWARD
+-A FORWARD -j CNI-FORWARD
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -j ACCEPT
+-A DOCKER-USER -j RETURN
+COMMIT
+*nat
+:POSTROUTING ACCEPT [0:0]
+:DOCKER - [0:0]
+-A POSTROUTING -s 10.88.0.0/16 -j MASQUERADE
+-A POSTROUTING -s 172.18.0.0/16 ! -o br-0123456789ab -j MASQUERADE
+-A POSTROUTING -s 10.22.0.0/16 -j MASQUERADE
+COMMIT""".splitlines()
+
+
+def test_only_dockers_new_rules_and_chains_are_taken_back():
+    rules, chains = engine.docker_rules(BEFORE, AFTER)
+    assert chains == [("filter", "DOCKER"), ("filter", "DOCKER-USER"), ("nat", "DOCKER")]
+    assert rules == [
+        ("filter", "FORWARD -j DOCKER-USER"),
+        ("filter", "FORWARD -o br-0123456789ab -j DOCKER"),
+        ("filter", "DOCKER-USER -j RETURN"),
+        ("nat", "POSTROUTING -s 172.18.0.0/16 ! -o br-0123456789ab -j MASQUERADE"),
+    ]
+    # Negative control: another tenant's chain and masquerade rule added meanwhile stay.
+    flat = {r for _, r in rules} | {c for _, c in chains}
+    assert "CNI-FORWARD" not in flat and "POSTROUTING -s 10.22.0.0/16 -j MASQUERADE" not in flat
+
+
+def test_rules_docker_found_in_place_are_left_alone():
+    rules, chains = engine.docker_rules(AFTER, AFTER)
+    assert rules == [] and chains == []
