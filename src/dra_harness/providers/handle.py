@@ -170,10 +170,14 @@ class ClusterHandle:
         return bool(self.container_nodes())
 
     def container_nodes(self) -> list[str]:
-        """Nodes that run real containers (a kubelet, not KWOK), sorted."""
+        """Nodes that run real containers (a kubelet, not KWOK) and have the driver's devices, sorted.
+
+        A kind or kubeadm control plane runs real containers too, but publishes no devices
+        (and is tainted): a probe pinned there would only wait.
+        """
         return sorted(
             n["metadata"]["name"] for n in self.kube.list(rest.NODES)
-            if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {})
+            if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {}) and self.expected.nodes.get(n["metadata"]["name"])
         )
 
     @property
