@@ -14,8 +14,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -130,3 +132,32 @@ def test_the_runtime_shim_is_what_lets_a_privileged_container_start_on_this_host
     if "Unknown runtime" in plain.stderr or "unknown or invalid runtime" in plain.stderr:
         pytest.skip("this engine was not started by the harness (no plain runc runtime registered beside the shim)")
     assert plain.returncode != 0 and "unable to apply caps" in plain.stderr, plain.stderr
+
+
+def test_a_run_killed_outright_still_deletes_its_kind_cluster(tmp_path):
+    """kill -9 of ``dra-harness run`` once its cluster exists: the reaper deletes the cluster and stops the engine."""
+    before = _host()
+    argv = [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "kind", "--nodes", "1",
+            "--report-dir", str(tmp_path / "report"), "--", "-k", "inventory"]
+    runner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not any(n.startswith("dra-run-") for n in _docker("ps", "--format", "{{.Names}}")):
+            assert runner.poll() is None and time.monotonic() < deadline, "the run ended before its kind cluster existed"
+            time.sleep(2)
+        os.killpg(runner.pid, signal.SIGKILL)  # the runner and everything in its session; the reaper has its own
+        runner.wait()
+        killed = time.monotonic()
+
+        def restored(now: dict[str, object]) -> bool:
+            same = all(now[k] == before[k] for k in ("containers", "networks", "links"))
+            return same and bool(before["engine"] or (now["engine"] is False and now["docker_chains"] == before["docker_chains"]))
+
+        # The reaper deletes the cluster, then stops the engine it no longer needs and undoes its host changes.
+        while not restored(after := _host()) and time.monotonic() < killed + 300:
+            time.sleep(3)
+        print(f"kind cluster and engine gone {time.monotonic() - killed:.0f}s after the run was killed")
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert restored(after), (before, after)

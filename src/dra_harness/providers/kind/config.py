@@ -24,8 +24,8 @@ from dra_harness.providers.embedded import gates
 
 KIND_DIR = data.path("kind")
 API_VERSION = "kind.x-k8s.io/v1alpha4"
-#: The kind release whose own config loader the tests run over these files (newest on the Go proxy, Nov 2026).
-KIND_VERSION = "0.33.0"
+#: The kind release we build and whose own config loader the tests run over these files.
+KIND_VERSION = catalog.KIND_VERSION
 DEFAULT_WORKERS = 2
 HEADER = (
     "# Rendered from src/dra_harness/data/gates.json by `dra-harness components gates`; do not edit.\n"
