@@ -21,12 +21,16 @@ def kind() -> None:
 @k8s_version_option
 def build_node_image(k8s_version: str) -> None:
     """Build (or reuse) the kind node image of a Kubernetes version; prints its tag."""
-    from dra_harness.providers.kind import engine, nodeimage
+    from dra_harness.providers.kind import engine, nodeimage, provider
 
     started = time.monotonic()
     with err.status("kind node image") as status:
-        engine.ensure(say=status.update)
-        image, seconds = nodeimage.ensure(k8s_version, say=status.update)
+        ours = engine.ensure(say=status.update)
+        try:
+            image, seconds = nodeimage.ensure(k8s_version, say=status.update)
+        finally:
+            if ours and not provider.clusters():  # an engine started only for this build goes with it
+                engine.stop(say=status.update)
     how = f"built in {seconds:.0f}s" if seconds else f"up to date (checked in {time.monotonic() - started:.0f}s)"
     err.print(f"kind node image for Kubernetes v{k8s_version}: {image}, {how}")
     click.echo(image)

@@ -215,7 +215,3 @@ def all_components() -> list[Component]:
     """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
     return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS]
 
-
-def for_kind_node(k8s_version: str) -> list[Component]:
-    """What ``kind build-node-image`` builds for one release (the control-plane images reuse the cluster's)."""
-    return [kubernetes(k8s_version), kubelet(k8s_version), kind_node(k8s_version), ETCD, CONTAINERD, CRI_TOOLS, COREDNS]

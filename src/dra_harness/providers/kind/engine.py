@@ -143,10 +143,16 @@ def _forward_policy() -> str:
 
 
 def _process_start_time(pid: int) -> str | None:
+    """The pid's start time (tells a reused pid apart); None once it has exited, zombie included."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child, so an exited dockerd is not a zombie
+    except ChildProcessError:
+        pass
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
@@ -159,7 +165,14 @@ def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
     with _locked():
         if running():
             return False
-        say("installing Debian's Docker engine")
+        stale = Started.load()
+        if stale is not None and _process_start_time(stale.pid) == stale.start_time:
+            raise KindError(f"the dockerd the harness started (pid {stale.pid}) does not answer; see {STATE / 'dockerd.log'}")
+        if stale is not None:  # a dockerd of ours that died: take back what it left before recording anew
+            _undo(stale)
+            (STATE / "started.json").unlink(missing_ok=True)
+        if prereqs.missing(PACKAGES):
+            say("installing Debian's Docker engine")
         try:
             prereqs.ensure(PACKAGES, "the kind provider's Docker engine")
         except prereqs.PrereqError as e:

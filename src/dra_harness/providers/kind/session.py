@@ -65,7 +65,7 @@ class KindProvider(Provider):
         return not self.outlives_run
 
     def check_inputs(self) -> None:
-        """One-line usage errors before anything is created (Docker engine, kind, helm)."""
+        """One-line errors before anything is created: no way to a Docker engine, no Go to build kind and Helm."""
         try:
             provider.check_prerequisites(self.options.get("kind_install", "auto"))
         except provider.KindError as e:
