@@ -3,7 +3,8 @@
 PATH is rebuilt per test from stand-in scripts: a ``docker`` whose engine is down
 answers like the real CLI does without a daemon, one whose engine is up answers
 ``docker info``. As root the harness starts Debian's dockerd itself, so what is left
-to refuse is a host with no way to get an engine, a user who may not start one, and no Go.
+to refuse is a host with no way to get an engine and no Go (a user who may not start an
+engine: ``tests/unit/test_docker_engine.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -58,25 +58,6 @@ def test_no_engine_and_nothing_to_start_one_with(tmp_path):
         pytest.skip("the root case; the non-root one is below")
     out = _cli(_bin(tmp_path, docker=ENGINE_DOWN), "cluster", "up", "--provider", "kind")
     _one_line_error(out, "needs a Docker engine: no dockerd, and no apt-get to install Debian's docker.io")
-
-
-@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="setpriv (util-linux), as root, runs the CLI as nobody")
-def test_a_user_who_is_not_root_is_told_the_engine_must_run_already():
-    # pytest's tmp_path is root's alone; nobody needs to reach the stand-ins and own a HOME.
-    top = Path(tempfile.mkdtemp(prefix="dra-harness-nobody-"))
-    try:
-        top.chmod(0o755)
-        env = _bin(top, docker=ENGINE_DOWN)
-        home = top / "home"
-        home.mkdir()
-        os.chown(home, 65534, 65534)
-        argv = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                *CLI, "cluster", "up", "--provider", "kind"]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                             env={**env, "HOME": str(home), "DRA_HARNESS_CACHE": str(home / "cache")})
-        _one_line_error(out, "needs a running Docker engine: none answers `docker info`, and only root may")
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_no_go_to_build_kind_and_helm_with(tmp_path):

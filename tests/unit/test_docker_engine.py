@@ -1,8 +1,13 @@
-"""The Docker engine's host bookkeeping: which capabilities are missing, which iptables lines are Docker's."""
+"""The Docker engine's host bookkeeping (missing capabilities, Docker's iptables lines) and who may have the harness start it."""
 
 from __future__ import annotations
 
-from dra_harness.providers.kind import engine
+import re
+
+import pytest
+
+from dra_harness.providers.kind import engine, provider
+from dra_harness.providers.kind.tools import KindError
 
 FULL = "CapBnd:\t000001ffffffffff\n"
 NO_SYS_RESOURCE = "CapBnd:\t000001fffeffffff\n"
@@ -73,3 +78,25 @@ def test_only_dockers_new_rules_and_chains_are_taken_back():
 def test_rules_docker_found_in_place_are_left_alone():
     rules, chains = engine.docker_rules(AFTER, AFTER)
     assert rules == [] and chains == []
+
+
+@pytest.mark.parametrize("cli, message", [
+    ("/usr/bin/docker", "needs a running Docker engine: none answers `docker info`, and only root may"),
+    (None, "needs Docker: `docker` is not on PATH, and only root may"),
+])
+def test_a_user_who_is_not_root_is_told_the_engine_must_run_already(monkeypatch, cli, message):
+    """Only root may have the harness install and start dockerd; anyone else needs one running."""
+    monkeypatch.setattr(engine, "running", lambda: False)
+    monkeypatch.setattr(provider.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(provider.shutil, "which", lambda name: cli if name == "docker" else None)
+    with pytest.raises(KindError, match=re.escape(message)):
+        provider.check_prerequisites()
+
+
+def test_root_without_an_engine_is_not_refused_while_dockerd_can_be_had(monkeypatch):
+    """Negative control of the above: as root, with dockerd or apt-get at hand, the check lets the engine be started."""
+    monkeypatch.setattr(engine, "running", lambda: False)
+    monkeypatch.setattr(provider.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(provider.shutil, "which", lambda name: f"/usr/sbin/{name}" if name in ("dockerd", "apt-get") else None)
+    monkeypatch.setattr(provider.builder, "go_version", lambda: "go1.26.8")
+    provider.check_prerequisites()
