@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dra_harness import data
 from dra_harness.components import build as builder
-from dra_harness.components import catalog
+from dra_harness.components import catalog, prereqs
 from dra_harness.components.gomod import module_source
 from dra_harness.providers.kind.tools import KindError, image_present, run
 
@@ -101,8 +101,10 @@ def ensure(say: Callable[[str], None] = lambda s: None) -> str:
     if os.geteuid() != 0:
         raise KindError(f"building the kind base image {image} needs root (debootstrap, chroot); "
                         "run as root once, or pass --kind-node-image")
-    if shutil.which("debootstrap") is None:
-        raise KindError("building the kind base image needs debootstrap: `apt-get install debootstrap`")
+    try:  # a fresh machine has no debootstrap; as root we install it like every other prerequisite
+        prereqs.ensure(["debootstrap"], "building the kind base image")
+    except prereqs.PrereqError as e:
+        raise KindError(str(e)) from None
     say("building containerd and crictl")
     built = builder.build_all([catalog.CONTAINERD, catalog.CRI_TOOLS], quiet=True)
     kind_files = module_source(catalog.KIND) / "images" / "base" / "files"
