@@ -120,6 +120,16 @@ def engine_up():
         engine.stop()
 
 
+def test_the_node_image_holds_every_image_the_cluster_runs_so_nothing_is_pulled(engine_up):
+    """Read from the image's own containerd store; the expected list comes from the catalog, not from the image."""
+    version = catalog.DEFAULT_KUBERNETES_VERSION
+    expected = sorted([f"registry.k8s.io/{c}:v{version}" for c in
+                       ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")]
+                      + [f"registry.k8s.io/etcd:{catalog.ETCD_VERSION}-0", f"registry.k8s.io/coredns/coredns:v{catalog.COREDNS_VERSION}",
+                         "registry.k8s.io/pause:3.10"])
+    assert nodeimage.preloaded(nodeimage.tag(version)) == expected
+
+
 def test_the_runtime_shim_is_what_lets_a_privileged_container_start_on_this_host(engine_up):
     """Negative control of the shim: plain runc refuses a --privileged container where a capability is missing."""
     if not engine.missing_capabilities():

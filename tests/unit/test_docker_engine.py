@@ -87,8 +87,8 @@ def test_rules_docker_found_in_place_are_left_alone():
 def test_a_user_who_is_not_root_is_told_the_engine_must_run_already(monkeypatch, cli, message):
     """Only root may have the harness install and start dockerd; anyone else needs one running."""
     monkeypatch.setattr(engine, "running", lambda: False)
-    monkeypatch.setattr(provider.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(provider.shutil, "which", lambda name: cli if name == "docker" else None)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: cli if name == "docker" else None)
     with pytest.raises(KindError, match=re.escape(message)):
         provider.check_prerequisites()
 
@@ -96,7 +96,7 @@ def test_a_user_who_is_not_root_is_told_the_engine_must_run_already(monkeypatch,
 def test_root_without_an_engine_is_not_refused_while_dockerd_can_be_had(monkeypatch):
     """Negative control of the above: as root, with dockerd or apt-get at hand, the check lets the engine be started."""
     monkeypatch.setattr(engine, "running", lambda: False)
-    monkeypatch.setattr(provider.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(provider.shutil, "which", lambda name: f"/usr/sbin/{name}" if name in ("dockerd", "apt-get") else None)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/sbin/{name}" if name in ("dockerd", "apt-get") else None)
     monkeypatch.setattr(provider.builder, "go_version", lambda: "go1.26.8")
     provider.check_prerequisites()

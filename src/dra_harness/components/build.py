@@ -70,7 +70,8 @@ def is_cached(component: Component, gover: str | None = None) -> bool:
 
 
 @contextmanager
-def _lock(path: Path) -> Iterator[None]:
+def lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path`` for the block (builds, and the kind engine's state)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -87,7 +88,7 @@ def build(component: Component, progress: Progress | None = None, module_dir: Pa
     """
     gover = go_version()
     target = binary_dir(component, gover)
-    with _lock(cache_root() / "locks" / f"{component.dirname}.lock"):
+    with lock(cache_root() / "locks" / f"{component.dirname}.lock"):
         if is_cached(component, gover):
             return Built(component, target, 0.0, cached=True)
         started = time.monotonic()

@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness import data
+from dra_harness.components import build as builder
 from dra_harness.components import prereqs
+from dra_harness.providers.embedded.processes import process_start_time
 from dra_harness.providers.kind.tools import KindError
 
 STATE = Path("/run/dra-harness/docker")
@@ -115,11 +117,8 @@ def _private_state() -> None:
 
 @contextmanager
 def _locked() -> Iterator[None]:
-    import fcntl
-
     _private_state()
-    with open(STATE / "lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with builder.lock(STATE / "lock"):
         yield
 
 
@@ -142,31 +141,31 @@ def _forward_policy() -> str:
     return m.group(1) if m else "ACCEPT"
 
 
-def _process_start_time(pid: int) -> str | None:
-    """The pid's start time (tells a reused pid apart); None once it has exited, zombie included."""
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child, so an exited dockerd is not a zombie
-    except ChildProcessError:
-        pass
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] == "Z" else fields[19]
+def cannot_start() -> str | None:
+    """Why the harness cannot get an engine running here (one line), None when it can; asked when none answers."""
+    if os.geteuid() != 0:
+        if shutil.which("docker") is None:
+            return ("the kind provider needs Docker: `docker` is not on PATH, and only root may have "
+                    "the harness install and start Debian's engine")
+        return ("the kind provider needs a running Docker engine: none answers `docker info`, and only "
+                "root may have the harness start Debian's dockerd")
+    if shutil.which("dockerd") is None and shutil.which("apt-get") is None:
+        return "the kind provider needs a Docker engine: no dockerd, and no apt-get to install Debian's docker.io"
+    return None
 
 
 def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
     """A Docker engine is running when this returns; True when we started it."""
     if running():
         return False
-    if os.geteuid() != 0:
-        raise KindError("the kind provider needs a running Docker engine; none answers and starting one needs root "
-                        "(start dockerd, or run as root and the harness starts Debian's)")
+    reason = cannot_start()
+    if reason:
+        raise KindError(reason)
     with _locked():
         if running():
             return False
         stale = Started.load()
-        if stale is not None and _process_start_time(stale.pid) == stale.start_time:
+        if stale is not None and process_start_time(stale.pid) == stale.start_time:
             raise KindError(f"the dockerd the harness started (pid {stale.pid}) does not answer; see {STATE / 'dockerd.log'}")
         if stale is not None:  # a dockerd of ours that died: take back what it left before recording anew
             _undo(stale)
@@ -192,7 +191,7 @@ def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
         with open(STATE / "dockerd.log", "ab") as log:
             proc = subprocess.Popen(["dockerd", "--config-file", str(STATE / "daemon.json")], stdout=log, stderr=log,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        Started(proc.pid, _process_start_time(proc.pid) or "", shim, ip_forward, policy, links, rules).save()
+        Started(proc.pid, process_start_time(proc.pid) or "", shim, ip_forward, policy, links, rules).save()
         deadline = time.monotonic() + 60
         while not running():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -208,7 +207,7 @@ def stop(say: Callable[[str], None] = lambda s: None) -> list[str]:
         rec = Started.load()
         if rec is None:
             return []
-        if _process_start_time(rec.pid) == rec.start_time:
+        if process_start_time(rec.pid) == rec.start_time:
             listed = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True)
             if listed.returncode != 0 or listed.stdout.split():
                 say("leaving dockerd running: " + (f"{len(listed.stdout.split())} containers remain"
@@ -217,9 +216,9 @@ def stop(say: Callable[[str], None] = lambda s: None) -> list[str]:
             say("stopping dockerd")
             os.kill(rec.pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
-            while _process_start_time(rec.pid) == rec.start_time and time.monotonic() < deadline:
+            while process_start_time(rec.pid) == rec.start_time and time.monotonic() < deadline:
                 time.sleep(0.3)
-            if _process_start_time(rec.pid) == rec.start_time:
+            if process_start_time(rec.pid) == rec.start_time:
                 os.kill(rec.pid, signal.SIGKILL)
         undone = _undo(rec)
         (STATE / "started.json").unlink(missing_ok=True)

@@ -103,7 +103,8 @@ def ensure(version: str, say: Callable[[str], None] = lambda s: None) -> tuple[s
         return image, 0.0
     say(f"building Kubernetes v{version}, etcd and CoreDNS")
     comps = [catalog.kubernetes(version), catalog.kubelet(version), catalog.kind_node(version), catalog.ETCD, catalog.COREDNS]
-    built = {c.name: b.directory for c, b in ((c, builder.build_all([c], quiet=True)[c.dirname]) for c in comps)}
+    done = builder.build_all(comps, quiet=True)
+    built = {c.name: done[c.dirname].directory for c in comps}
     container = f"dra-harness-build-{secrets.token_hex(4)}"
     run(["docker", "run", "-d", "--entrypoint=sleep", f"--name={container}", "--security-opt", "seccomp=unconfined",
          base, "infinity"], "starting the node image build container", timeout=120)

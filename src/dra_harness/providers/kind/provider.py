@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import subprocess
 import time
@@ -53,15 +52,9 @@ def install_method(install: str) -> str:
 
 def check_prerequisites(install: str = "auto") -> None:
     """One line for the first thing missing that the harness cannot provide, before anything is created."""
-    if not engine.running():
-        if os.geteuid() != 0:
-            if shutil.which("docker") is None:
-                raise KindError("the kind provider needs Docker: `docker` is not on PATH, and only root may have "
-                                "the harness install and start Debian's engine")
-            raise KindError("the kind provider needs a running Docker engine: none answers `docker info`, and only "
-                            "root may have the harness start Debian's dockerd")
-        if shutil.which("dockerd") is None and shutil.which("apt-get") is None:
-            raise KindError("the kind provider needs a Docker engine: no dockerd, and no apt-get to install Debian's docker.io")
+    reason = None if engine.running() else engine.cannot_start()
+    if reason:
+        raise KindError(reason)
     try:
         builder.go_version()
     except BuildError as e:
@@ -192,7 +185,3 @@ def down(name: str, say: Callable[[str], None] = lambda s: None) -> bool:
             log.info("undid Docker's host change: %s", change)
     return existed
 
-
-def owned_by_run(name: str) -> bool:
-    """Clusters the pytest plugin made for one run (removed at its end)."""
-    return name.startswith("dra-run-")
