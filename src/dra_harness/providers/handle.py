@@ -21,7 +21,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.labels import KEPT_LABEL, run_selector
+from dra_harness.labels import KEPT_LABEL, RUN_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
@@ -108,10 +108,22 @@ class ClusterHandle:
                 out[(self.driver, s["spec"]["pool"]["name"], d["name"])] = {"node": s["spec"].get("nodeName"), "device": d}
         return out
 
-    def allocations(self) -> dict[tuple[str, str, str], list[str]]:
-        """Device -> every claim (``ns/name``) in the cluster whose allocation holds it."""
+    def other_runs_namespaces(self) -> set[str]:
+        """Namespaces another harness run created: their claims come and go while this run checks."""
+        selector = f"{RUN_LABEL},{RUN_LABEL}!={self.run_id}"
+        return {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=selector)}
+
+    def allocations(self, *, other_runs: bool = True) -> dict[tuple[str, str, str], list[str]]:
+        """Device -> every claim (``ns/name``) in the cluster whose allocation holds it.
+
+        ``other_runs=False`` leaves out claims in other runs' namespaces: a device this run freed
+        may be taken by a concurrent run a moment later, which says nothing about this run.
+        """
+        skip = set() if other_runs else self.other_runs_namespaces()
         held: dict[tuple[str, str, str], list[str]] = {}
         for c in self.kube.list(rest.RESOURCE_CLAIMS):
+            if c["metadata"]["namespace"] in skip:
+                continue
             for dev in allocated_devices(c):
                 held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
         return held
