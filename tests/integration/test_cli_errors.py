@@ -17,6 +17,10 @@ CLI = [sys.executable, "-m", "dra_harness.cli"]
         (["cluster", "status", "--name", "no-such-cluster"], "cluster 'no-such-cluster' is not up"),
         (["cluster", "up", "--k8s-version", "1.2.3"], "'1.2.3' is not one of"),
         (["cluster", "up", "--nodes", "0"], "0 is not in the range"),
+        (["upgrade", "--from", "1.35.4", "--to", "1.37.2"], "one minor at a time"),
+        (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--real-nodes", "0", "--inject", "container-restart"],
+         "--inject container-restart needs a real node"),
+        (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--inject", "typo"], "'typo' is not one of"),
     ],
 )
 def test_bad_cluster_commands_fail_in_one_line(args, expected):

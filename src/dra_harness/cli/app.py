@@ -100,3 +100,6 @@ from dra_harness.cli.kind import kind  # noqa: E402
 
 main.add_command(kind)
 bench.add_command(bench_allocation)
+from dra_harness.cli.upgrade import upgrade  # noqa: E402
+
+main.add_command(upgrade)

@@ -49,6 +49,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.lifetime import alive
 from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
+from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from dra_harness.providers.embedded.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
@@ -180,7 +181,7 @@ class LocalCluster:
         state.timings["nodes_ready"] = time.monotonic() - t0
         self._wait_slices(kube, spec, deadline)
         state.timings["slices_ready"] = time.monotonic() - t0
-        self._wait_scheduler(kube, deadline)
+        self._wait_healthy("kube-scheduler", deadline)
         state.timings["up"] = time.monotonic() - t0
         self._save(state)
         return state
@@ -249,6 +250,39 @@ class LocalCluster:
         self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
         time.sleep(down_for)
         self._start_control_plane_component(name, st)
+
+    def swap(self, process: str, version: str, binary: str) -> tuple[float, float]:
+        """Replace a running process by ``binary`` of Kubernetes ``version`` in place: same data, ports
+        and flags, that release's feature gates (an upgrade or downgrade of one component). Returns the
+        seconds the old process took to stop (SIGTERM, as an operator stops it) and from then until the
+        new one serves (a kubelet: its node Ready at the new release)."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        kinds = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+        real = [f"kubelet-{n}" for n in st.spec.real_node_names()]
+        drivers = [f"driver-{n}" for n in st.spec.all_node_names()]
+        if process not in (*kinds, *real, *drivers):
+            raise ClusterError(f"cannot swap {process!r}; choose one of {', '.join((*kinds, *real, *drivers))}")
+        log.info("cluster %s: swapping %s for %s (v%s)", self.name, process, binary, version)
+        st.swapped[process] = {"version": version, "binary": binary}
+        self._save(st)
+        started = time.monotonic()
+        # Graceful stops, as an operator's: the API server drains its requests (SIGKILL only after 60 s).
+        self.supervisor.stop(process, grace=60.0)
+        stopped = time.monotonic()
+        if process.startswith("kubelet-"):
+            return stopped - started, realcluster.start_kubelet(self, st, process.removeprefix("kubelet-"))
+        if process.startswith("driver-"):
+            self.start_driver(process.removeprefix("driver-"))
+        else:
+            self._start_control_plane_component(process, st)
+            deadline = time.monotonic() + 120
+            if process == "kube-apiserver":
+                self._wait_ready(self.kube(), process, "/readyz", deadline)
+            else:
+                self._wait_healthy(process, deadline)
+        return stopped - started, time.monotonic() - stopped
 
     # -- objects -----------------------------------------------------------------
     def _create_nodes(self, kube: Kube, spec: ClusterSpec) -> None:
@@ -334,14 +368,14 @@ class LocalCluster:
 
         self._poll(f"{spec.gpus_per_node} devices in every node's ResourceSlices", deadline, probe)
 
-    def _wait_scheduler(self, kube: Kube, deadline: float) -> None:
+    def _wait_healthy(self, component: str, deadline: float) -> None:
         def probe() -> str | None:
             try:
-                return None if self._component_get("kube-scheduler", "/healthz").strip() == "ok" else "not ok"
+                return None if self._component_get(component, "/healthz").strip() == "ok" else "not ok"
             except OSError as e:
-                return f"kube-scheduler healthz: {e}"
+                return f"{component} healthz: {e}"
 
-        self._poll("kube-scheduler healthy", deadline, probe)
+        self._poll(f"{component} healthy", deadline, probe)
 
     _PORTS: ClassVar[dict[str, str]] = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
 
@@ -359,6 +393,15 @@ class LocalCluster:
         url = f"https://127.0.0.1:{st.ports[self._PORTS[component]]}{path}"
         with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
             return r.read().decode()
+
+    def etcd(self) -> EtcdReader:
+        """Read-only access to the cluster's etcd, as the API server's etcd client."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        pki = PKI(self.state_dir / "pki")
+        client = pki.identity(commands.APISERVER_ETCD_CLIENT)
+        return EtcdReader(f"https://127.0.0.1:{st.ports['etcd']}", pki.etcd_ca_cert, client.cert, client.key)
 
     def metrics(self, component: str) -> str:
         """Prometheus text of a control-plane component (``kubernetes_feature_enabled`` etc.)."""

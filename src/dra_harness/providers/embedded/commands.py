@@ -66,11 +66,11 @@ def etcd(st: ClusterState, paths: Paths) -> list[str]:
 
 
 def apiserver(st: ClusterState, paths: Paths) -> list[str]:
-    v, pki = st.spec.k8s_version, paths.pki
+    v, pki = st.version_of("kube-apiserver"), paths.pki
     serving, etcd_client = pki.identity(APISERVER_SERVING), pki.identity(APISERVER_ETCD_CLIENT)
     kubelet_client = pki.identity(APISERVER_KUBELET_CLIENT)
     argv = [
-        st.binaries["kube-apiserver"],
+        st.binary_of("kube-apiserver", "kube-apiserver"),
         f"--etcd-servers=https://127.0.0.1:{st.ports['etcd']}",
         f"--etcd-cafile={pki.etcd_ca_cert}",
         f"--etcd-certfile={etcd_client.cert}",
@@ -115,7 +115,7 @@ def _kubeconfigs(paths: Paths) -> list[str]:
 
 def controller_manager(st: ClusterState, paths: Paths) -> list[str]:
     return [
-        st.binaries["kube-controller-manager"],
+        st.binary_of("kube-controller-manager", "kube-controller-manager"),
         *_kubeconfigs(paths),
         "--bind-address=127.0.0.1",
         f"--secure-port={st.ports['controller_manager']}",
@@ -128,7 +128,7 @@ def controller_manager(st: ClusterState, paths: Paths) -> list[str]:
         "--kube-api-burst=400",
         # KWOK renews node leases; 40 s is what kwokctl uses.
         "--node-monitor-grace-period=40s",
-        f"--feature-gates={gates.feature_gates_flag(st.spec.k8s_version)}",
+        f"--feature-gates={gates.feature_gates_flag(st.version_of('kube-controller-manager'))}",
     ]
 
 
@@ -143,12 +143,12 @@ def scheduler_config(paths: Paths) -> dict:
 
 def scheduler(st: ClusterState, paths: Paths) -> list[str]:
     return [
-        st.binaries["kube-scheduler"],
+        st.binary_of("kube-scheduler", "kube-scheduler"),
         f"--config={paths.state_dir / 'scheduler-config.yaml'}",
         *_kubeconfigs(paths)[1:],
         "--bind-address=127.0.0.1",
         f"--secure-port={st.ports['scheduler']}",
-        f"--feature-gates={gates.feature_gates_flag(st.spec.k8s_version)}",
+        f"--feature-gates={gates.feature_gates_flag(st.version_of('kube-scheduler'))}",
     ]
 
 
@@ -168,7 +168,7 @@ def kwok(st: ClusterState, paths: Paths) -> list[str]:
 def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], driver_name: str) -> list[str]:
     """The example driver's kubelet plugin for one node, with private dirs and no listeners."""
     return [
-        st.binaries["dra-example-kubeletplugin"],
+        st.binary_of(f"driver-{node}", "dra-example-kubeletplugin"),
         f"--node-name={node}",
         f"--kubeconfig={paths.kubeconfig}",
         f"--num-devices={st.spec.gpus_per_node}",

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from dra_harness.kube import rest
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.components import images
@@ -49,6 +51,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _env(st: ClusterState) -> dict[str, str]:
+    """containerd finds its shim, and the kubelet its runtime, on PATH."""
+    return {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
 def node(cluster: LocalCluster, name: str, runtime_dir: Path | None = None) -> RealNode:
     """Real node ``name`` of ``cluster``, its directories in the cluster's (or the given) runtime dir."""
     index = int(name.rsplit("-", 1)[1])
@@ -66,7 +73,7 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
     if reason:
         raise RealNodeError(f"cannot start real nodes: {reason}")
     tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]))
-    env = {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    env = _env(st)
     started: dict[str, float] = {}
     for name in st.spec.real_node_names():
         rn = node(cluster, name)
@@ -75,7 +82,7 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         serving = pki.issue(f"kubelet-{name}-serving", f"system:node:{name}", ("system:nodes",),
                             hosts=(rn.node_ip, name), client=False)
         rn.write_configs(images.pause_image().name, pki.ca_cert, serving, _free_port(), _free_port(),
-                         _gates_dict(st.spec.k8s_version))
+                         _gates_dict(st.version_of(f"kubelet-{name}")))
         make_cgroup_root(rn.cgroup_root)
         add_host_link(rn.host_link, rn.node_ip)
         cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)
@@ -86,11 +93,9 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
                 raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
         st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
         identity = pki.issue(f"kubelet-{name}", f"system:node:{name}", ("system:nodes",))
-        kubeconfig = cluster.state_dir / f"kubelet-{name}.kubeconfig"
-        pki.kubeconfig(kubeconfig, st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
+        pki.kubeconfig(_kubelet_kubeconfig(cluster, name), st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
         say(f"starting kubelet on {name}")
-        labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
-        cluster.supervisor.start(f"kubelet-{name}", rn.kubelet_argv(st.binaries["kubelet"], kubeconfig, labels), env=env)
+        _start_kubelet(cluster, st, rn)
         started[name] = time.monotonic()
         cluster.start_driver(name)
     for name, at in started.items():
@@ -98,7 +103,34 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
 
 
-def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
+def _kubelet_kubeconfig(cluster: LocalCluster, name: str) -> Path:
+    return cluster.state_dir / f"kubelet-{name}.kubeconfig"
+
+
+def _start_kubelet(cluster: LocalCluster, st: ClusterState, rn: RealNode) -> None:
+    labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
+    argv = rn.kubelet_argv(st.binary_of(f"kubelet-{rn.name}", "kubelet"), _kubelet_kubeconfig(cluster, rn.name), labels)
+    env = _env(st)
+    cluster.supervisor.start(f"kubelet-{rn.name}", argv, env=env)
+
+
+def start_kubelet(cluster: LocalCluster, st: ClusterState, name: str, timeout: float = 120) -> float:
+    """Start the kubelet ``st`` names for real node ``name`` (another release after an in-place swap)
+    with that release's feature gates; containerd and the node's containers kept running while it was
+    stopped, as in a drain-free kubelet upgrade. Returns seconds until the node is Ready at that release."""
+    rn = node(cluster, name)
+    config_path = rn.etc / "kubelet.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["featureGates"] = _gates_dict(st.version_of(f"kubelet-{name}"))
+    config_path.write_text(yaml.safe_dump(config))
+    started = time.monotonic()
+    _start_kubelet(cluster, st, rn)
+    _wait_ready(cluster, name, started + timeout, version=st.version_of(f"kubelet-{name}"))
+    return time.monotonic() - started
+
+
+def _wait_ready(cluster: LocalCluster, name: str, deadline: float, version: str | None = None) -> None:
+    """Until the node is Ready (and, with ``version``, reported so by a kubelet of that release)."""
     kube = cluster.kube()
 
     def attempt() -> None:
@@ -109,6 +141,9 @@ def _wait_ready(cluster: LocalCluster, name: str, deadline: float) -> None:
             node = kube.get(rest.NODES, name)
         except rest.ApiError as e:  # not registered yet
             raise NotYet(str(e)) from None
+        running = node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion")
+        if version and running != f"v{version}":
+            raise NotYet(f"the node reports kubelet {running}, not v{version} yet")
         ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
         if not (ready and ready[0].get("status") == "True"):
             raise NotYet(ready[0].get("message", "") if ready else "no Ready condition")

@@ -44,6 +44,16 @@ class ClusterState:
     runtime_dir: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     created: float = field(default_factory=time.time)
+    #: Processes swapped in place to another release (``dra-harness upgrade``): process name ->
+    #: ``{"version": ..., "binary": ...}``. The others run ``spec.k8s_version`` and ``binaries``.
+    swapped: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def version_of(self, process: str) -> str:
+        """The Kubernetes release ``process`` runs (its flags and feature gates are that release's)."""
+        return self.swapped.get(process, {}).get("version", self.spec.k8s_version)
+
+    def binary_of(self, process: str, binary: str) -> str:
+        return self.swapped.get(process, {}).get("binary", self.binaries[binary])
 
     @property
     def server(self) -> str:

@@ -1,0 +1,72 @@
+"""``dra-harness upgrade --from V1 --to V2``: an in-place upgrade of the embedded cluster under live claims.
+
+Exit 0 when every invariant held after every step, 1 when one broke (each breach printed), 2 for
+bad input or an upgrade that could not be performed; the evidence goes under the report directory.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from dra_harness.components import catalog
+from dra_harness.providers.embedded.realnode import choose_real_nodes
+from dra_harness.report import rundir
+from dra_harness.upgrade import faults, plan, record, runner
+
+console = Console(width=None if Console().is_terminal else 130)
+VERSIONS = click.Choice(sorted(catalog.KUBERNETES_VERSIONS))
+
+
+def print_result(result: runner.UpgradeResult) -> None:
+    table = Table(title=f"in-place upgrade v{result.spec.from_version} -> v{result.spec.to_version}: each step")
+    for col in ("step", "at (s)", "stopping (s)", "then serving after (s)", "new claim's pod ran after (s)", "real-node pod (s)", "broken"):
+        table.add_column(col, justify="left" if col in ("step", "broken") else "right")
+    for s in result.steps:
+        broken = sum(len(v) for v in s.broken.values())
+        table.add_row(f"{s.process} -> v{s.version}", f"{s.started_at:.1f}", f"{s.stopping_s:.2f}", f"{s.serving_after_s:.2f}",
+                      "-" if s.first_allocation_after_s is None else f"{s.first_allocation_after_s:.2f}",
+                      ", ".join(f"{n} {t:.1f}" for n, t in s.real_node_pod_s.items()) or "-",
+                      f"[red]{broken}[/]" if broken else "0")
+    console.print(table)
+    for name, breaches in result.invariants().items():
+        mark = "[green]held[/]" if not breaches else f"[red]broken ({len(breaches)})[/]"
+        console.print(f"{mark}  {name}: {runner.INVARIANT_TEXT[name]}", highlight=False)
+        for b in breaches[:10]:
+            console.print(f"      {b}", highlight=False, markup=False)
+    for f in result.findings():
+        console.print(f"[yellow]finding[/]  {f}", highlight=False)
+    console.print(f"stored in etcd after the upgrade: {result.stored_after}; served: {', '.join(result.served_after)}",
+                  highlight=False, markup=False)
+
+
+@click.command("upgrade")
+@click.option("--from", "from_version", required=True, type=VERSIONS, help="The release the cluster starts at.")
+@click.option("--to", "to_version", required=True, type=VERSIONS, help="The release it is upgraded to (the next minor).")
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
+              help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
+@click.option("--nodes", default=4, show_default=True, type=click.IntRange(2, 16), help="Simulated nodes.")
+@click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/upgrade.")
+@click.option("--inject", multiple=True, type=click.Choice(sorted(faults.FAULTS)),
+              help="Negative control: cause this fault after the first step; the run must then exit 1.")
+def upgrade(from_version: str, to_version: str, real_nodes: int | None, nodes: int, report_dir: str | None,
+            inject: tuple[str, ...]) -> None:
+    """Upgrade an embedded cluster from one release to the next in place, with claims held throughout."""
+    plan.check_pair(from_version, to_version)
+    real = choose_real_nodes(real_nodes, console.print)
+    faults.check(inject, real)
+    out = Path(report_dir or rundir.default_root() / uuid.uuid4().hex[:12] / "upgrade").resolve()
+    spec = runner.UpgradeSpec(from_version, to_version, real_nodes=real, nodes=nodes, inject=inject)
+    started = time.monotonic()
+    result = runner.run(spec, say=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    result.timings["total_s"] = time.monotonic() - started
+    written = record.write(result, out)
+    print_result(result)
+    console.print(f"evidence: {written['json']} and {written['plot']} ({result.timings['total_s']:.0f} s in all)")
+    sys.exit(0 if result.held else 1)

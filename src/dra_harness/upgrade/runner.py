@@ -1,0 +1,224 @@
+"""Perform an in-place upgrade of the embedded cluster under live claims, checking after every step.
+
+The cluster comes up at the old release with :mod:`~dra_harness.upgrade.workloads` Running; each
+:mod:`~dra_harness.upgrade.plan` step swaps one process for the new release's binary
+(:meth:`LocalCluster.swap`) and is followed by a new claim's pod (does allocation still work, and
+how soon) and a snapshot compared with the one taken before the first step. After the last step
+the stored objects are read from etcd: which API version each is stored under, and whether the new
+API server serves that version. Nothing here judges by timing; times are evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.errors import HarnessError
+from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
+from dra_harness.providers.embedded.state import ClusterSpec
+from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
+from dra_harness.upgrade.plan import Step
+
+#: The resource.k8s.io resources and their etcd prefixes (the API server keys objects by resource, not group).
+STORED_RESOURCES = ("resourceclaims", "resourceclaimtemplates", "resourceslices", "deviceclasses")
+
+
+@dataclass(frozen=True)
+class UpgradeSpec:
+    from_version: str
+    to_version: str
+    real_nodes: int = 0
+    nodes: int = 4
+    devices_per_node: int = 8
+    #: Faults (:data:`faults.FAULTS`) injected after the first step: negative controls.
+    inject: tuple[str, ...] = ()
+
+
+@dataclass
+class StepResult:
+    process: str
+    kind: str
+    version: str
+    #: Seconds since the first step began.
+    started_at: float
+    #: How long the old process took to stop (SIGTERM; it drains), and from then until the new one
+    #: serves (a kubelet: its node Ready at the new release).
+    stopping_s: float
+    serving_after_s: float
+    #: From the step's start until a new claim's pod ran; None when none did.
+    first_allocation_after_s: float | None
+    #: Real node -> seconds until a new pod with a claim ran there (after control-plane and kubelet steps).
+    real_node_pod_s: dict[str, float] = field(default_factory=dict)
+    broken: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class UpgradeResult:
+    spec: UpgradeSpec
+    steps: list[StepResult] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    #: API version -> count, per resource, as stored in etcd before the first step and after the last.
+    stored_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    stored_after: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: resource.k8s.io versions the new API server serves.
+    served_after: list[str] = field(default_factory=list)
+    #: Stretches in which a node published fewer devices than it has (findings, not breaches).
+    slice_gaps: list[slices.Gap] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def invariants(self) -> dict[str, list[str]]:
+        """Invariant -> every breach found (each prefixed with its step); empty lists held."""
+        found: dict[str, list[str]] = {name: [] for name in (*snapshot.INVARIANTS, "allocates", "storage")}
+        seen: set[str] = set()
+        for s in self.steps:  # each step is compared with the start: a breach is named at the first step it shows
+            for name, breaches in s.broken.items():
+                found[name] += [f"after {s.process}: {b}" for b in breaches if b not in seen]
+                seen.update(breaches)
+        # Our workloads hold claims: finding none stored means etcd was not read, not that all is well.
+        if not self.stored_after.get("resourceclaims"):
+            found["storage"].append("no ResourceClaim was found in etcd after the upgrade: storage versions not established")
+        for resource, versions in self.stored_after.items():
+            for version in versions:
+                if version.split("/")[-1] not in self.served_after:
+                    found["storage"].append(f"{resource} stored as {version}, which the new API server does not serve")
+        return found
+
+    def step_at(self, at: float) -> str:
+        """The process whose step was under way ``at`` seconds after the first began."""
+        current = self.steps[0].process if self.steps else "-"
+        for st in self.steps:
+            if st.started_at <= at:
+                current = st.process
+        return current
+
+    def findings(self) -> list[str]:
+        """What the upgrade showed that is upstream behaviour to plan around, one sentence each."""
+        expected = self.spec.devices_per_node
+        return [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
+
+    @property
+    def held(self) -> bool:
+        return not any(self.invariants().values())
+
+
+INVARIANT_TEXT = {
+    **snapshot.INVARIANTS,
+    "allocates": "a new claim's pod runs after every step (on a real node too, under a control plane one minor ahead of its kubelet)",
+    "storage": "every resource.k8s.io object is stored in a version the new API server serves, and reads back unchanged",
+}
+
+
+def _stored(cluster: LocalCluster) -> dict[str, dict[str, int]]:
+    """Resource -> stored API version -> objects, as etcd holds them."""
+    etcd = cluster.etcd()
+    counts: dict[str, dict[str, int]] = {}
+    for resource in STORED_RESOURCES:
+        for version in etcd.stored_versions(f"/registry/{resource}/").values():
+            counts.setdefault(resource, {}).setdefault(version, 0)
+            counts[resource][version] += 1
+    return counts
+
+
+def _served(kube: Kube) -> list[str]:
+    group = kube.raw("/apis/resource.k8s.io")
+    return sorted(v["version"] for v in json.loads(group).get("versions", []))
+
+
+def build(spec: UpgradeSpec) -> dict[str, dict[str, str]]:
+    """Build both releases (cached after the first time); version -> binary name -> path."""
+    out = {}
+    for version in (spec.from_version, spec.to_version):
+        built = builder.build_all(catalog.for_cluster(version, real_nodes=spec.real_nodes > 0))
+        out[version] = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
+    return out
+
+
+def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> UpgradeResult:
+    """Bring up ``from``, create the workloads, perform every step, take the cluster down; never raises
+    for a broken invariant (the result says it), only when the upgrade itself cannot proceed."""
+    plan.check_pair(spec.from_version, spec.to_version)
+    faults.check(spec.inject, spec.real_nodes)
+    binaries = build(spec)
+    run_id = uuid.uuid4().hex[:12]
+    name = f"upgrade-{run_id[:6]}"
+    cluster = LocalCluster(name)
+    result = UpgradeResult(spec)
+    cluster_spec = ClusterSpec(name=name, nodes=spec.nodes, gpus_per_node=spec.devices_per_node,
+                               k8s_version=spec.from_version, real_nodes=spec.real_nodes, owner_pid=os.getpid())
+    say(f"bringing up v{spec.from_version}: {spec.nodes} simulated + {spec.real_nodes} real nodes")
+    state = cluster.up(cluster_spec, timeout=240, say=say)
+    result.timings["up_s"] = state.timings["up"]
+    try:
+        _perform(cluster, cluster_spec, run_id, binaries[spec.to_version], result, say)
+    finally:
+        say("taking the cluster down")
+        cluster.down()
+    return result
+
+
+def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, new: dict[str, str], result: UpgradeResult,
+             say: Callable[[str], None]) -> None:
+    kube = cluster.kube()
+    namespace = f"upgrade-{run_id}"
+    say("creating workloads: tensor-parallel, template, shared and configured claims" +
+        (", pods on real nodes" if cs.real_nodes else ""))
+    w = workloads.create(kube, run_id, namespace, cs.real_node_names(), cs.gpus_per_node)
+    cdi_dirs = {n: cluster.driver_dirs(n)["cdi"] for n in cs.real_node_names()}
+    baseline = snapshot.take(kube, namespace, cdi_dirs)
+    result.stored_before = _stored(cluster)
+    t0 = time.monotonic()
+    sampler = slices.SliceSampler(kube, DRIVER_NAME, cs.all_node_names(), t0)
+    sampler.start()
+    try:
+        steps = plan.steps(result.spec.to_version, cs.node_names(), cs.real_node_names())
+        for i, step in enumerate(steps):
+            say(f"step {i + 1}/{len(steps)}: {step.process} -> v{step.version}")
+            result.steps.append(_step(cluster, kube, step, new, w, cs, t0, i, baseline, cdi_dirs))
+            if i == 0:  # a fault is judged by the next step's snapshot, like any other change
+                for fault in result.spec.inject:
+                    say(f"injecting fault {fault}")
+                    result.injected.append(faults.inject(fault, cluster, kube, w))
+    finally:
+        sampler.stop()
+    result.slice_gaps = slices.gaps(sampler.samples, cs.gpus_per_node)
+    result.stored_after = _stored(cluster)
+    result.served_after = _served(kube)
+    result.timings["steps_s"] = time.monotonic() - t0
+
+
+def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:
+    """Where a new pod must also run after ``step``: every real node once the whole control plane is
+    new (its kubelet one minor behind: the supported skew), and a kubelet's own node after its swap."""
+    if step.process == plan.CONTROL_PLANE[-1]:
+        return cs.real_node_names()
+    return [step.process.removeprefix("kubelet-")] if step.kind == "kubelet" else []
+
+
+def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w: workloads.Workloads, cs: ClusterSpec,
+          t0: float, index: int, baseline: snapshot.Snapshot, cdi_dirs: dict[str, Path]) -> StepResult:
+    started = time.monotonic()
+    stop_s, serving = cluster.swap(step.process, step.version, new[step.binary])
+    broken: dict[str, list[str]] = {"allocates": []}
+    first_after: float | None = None
+    try:
+        workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}")
+        first_after = round(time.monotonic() - started, 3)
+    except HarnessError as e:  # a failure to allocate is the finding, with its reason
+        broken["allocates"].append(f"a new claim's pod did not run: {e}")
+    real: dict[str, float] = {}
+    for n in _real_probe_nodes(step, cs):
+        try:
+            real[n] = round(workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}-{n}", node=n), 3)
+        except HarnessError as e:
+            broken["allocates"].append(f"a new claim's pod did not run on {n}: {e}")
+    broken.update(snapshot.differences(baseline, snapshot.take(kube, w.namespace, cdi_dirs)))
+    return StepResult(step.process, step.kind, step.version, round(started - t0, 3), round(stop_s, 3), round(serving, 3),
+                      first_after, real, broken)

@@ -1,0 +1,87 @@
+"""The workloads an upgrade is performed under: every kind of claim a cluster holds in production.
+
+An 8-device tensor-parallel claim (a whole node), pods from a claim template, one claim shared
+by three pods, a claim with the driver's opaque configuration, and on each real node pods whose
+containers run (a template claim and a shared one). They are created and Running before the
+first component is touched; :mod:`dra_harness.upgrade.snapshot` then watches them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from dra_harness.kube import builders, rest
+from dra_harness.kube.pods import wait_running
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import wait_for_deletion
+from dra_harness.labels import RUN_LABEL
+
+DEVICE_CLASS = "gpu.example.com"
+#: The example driver's opaque parameters: time-slicing settings the driver writes into the container's env.
+GPU_CONFIG = [{"requests": ["gpu"], "opaque": {"driver": DEVICE_CLASS, "parameters": {
+    "apiVersion": "gpu.resource.example.com/v1alpha1", "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}}}]
+RUNNING_DEADLINE_S = 120.0
+
+
+@dataclass(frozen=True)
+class Workloads:
+    namespace: str
+    run_id: str
+    #: Pods whose containers run on a real node (their container IDs are the ones that count).
+    real_pods: tuple[str, ...]
+
+
+def request(count: int = 1) -> dict:
+    return builders.exactly("gpu", DEVICE_CLASS, count)
+
+
+def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devices_per_node: int) -> Workloads:
+    """Create the workloads and return once every pod is Running."""
+    kube.create(rest.NAMESPACES, {"metadata": {"name": namespace, "labels": {RUN_LABEL: run_id}}})
+    pods: list[str] = []
+
+    def pod(name: str, claims: dict[str, dict[str, str]], node: str | None = None) -> None:
+        kube.create(rest.PODS, builders.pod(name, run_id, claims=claims, node_name=node), namespace)
+        pods.append(name)
+
+    # The whole-node claim first, while every simulated node still has all its devices free.
+    kube.create(rest.RESOURCE_CLAIMS, builders.claim("tensor-parallel", run_id, [request(devices_per_node)]), namespace)
+    pod("tensor-parallel-0", {"gpu": {"claim": "tensor-parallel"}})
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one-gpu", run_id, [request()]), namespace)
+    kube.create(rest.RESOURCE_CLAIMS, builders.claim("shared", run_id, [request()]), namespace)
+    kube.create(rest.RESOURCE_CLAIMS, builders.claim("configured", run_id, [request()], config=GPU_CONFIG), namespace)
+    for i in range(2):
+        pod(f"template-{i}", {"gpu": {"template": "one-gpu"}})
+    for i in range(3):
+        pod(f"shared-{i}", {"gpu": {"claim": "shared"}})
+    pod("configured-0", {"gpu": {"claim": "configured"}})
+    real: list[str] = []
+    for node in real_nodes:
+        kube.create(rest.RESOURCE_CLAIMS, builders.claim(f"shared-{node}", run_id, [request()]), namespace)
+        for name, claims in ((f"template-{node}", {"gpu": {"template": "one-gpu"}}),
+                             *((f"shared-{node}-{i}", {"gpu": {"claim": f"shared-{node}"}}) for i in range(2))):
+            pod(name, claims, node)
+            real.append(name)
+    for name in pods:
+        wait_running(kube, namespace, name, RUNNING_DEADLINE_S)
+    # The simulated pods must not land on a real node (its containers would count as real ones).
+    for name in set(pods) - set(real):
+        node = kube.get(rest.PODS, name, namespace)["spec"]["nodeName"]
+        labels = kube.get(rest.NODES, node)["metadata"].get("labels", {})
+        if labels.get("type") != "kwok":
+            real.append(name)
+    return Workloads(namespace, run_id, tuple(sorted(real)))
+
+
+def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None = None,
+          timeout: float = RUNNING_DEADLINE_S) -> float:
+    """A new pod with a new claim from the template: seconds until it runs, then it is removed."""
+    started = time.monotonic()
+    kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": "one-gpu"}}, node_name=node), namespace)
+    wait_running(kube, namespace, name, timeout)
+    took = time.monotonic() - started
+    kube.delete(rest.PODS, name, namespace, grace_seconds=0)
+    wait_for_deletion(kube, rest.PODS, name, timeout, namespace)
+    return took

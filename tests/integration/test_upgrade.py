@@ -1,0 +1,71 @@
+"""``dra-harness upgrade``: a real in-place upgrade of the embedded cluster, and its negative controls.
+
+v1.36.3 -> v1.37.2 with one real node where this host can run one (as root): every invariant
+holds and is listed with its evidence; then the same upgrade with faults injected after the
+first step exits 1 and names each breach. Both builds are cached after the first run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dra_harness.providers.embedded.cluster import all_clusters
+from dra_harness.providers.embedded.realnode import unavailable_reason
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+REAL = 1 if unavailable_reason() is None else 0
+FROM, TO = "1.36.3", "1.37.2"
+
+
+def _upgrade(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    before = {c.name for c in all_clusters()}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dra_harness.cli", "upgrade", "--from", FROM, "--to", TO, "--real-nodes", str(REAL),
+         "--report-dir", str(out), *extra],
+        capture_output=True, text=True, timeout=2400, cwd=ROOT)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    left = {c.name for c in all_clusters()} - before
+    assert not left, f"the upgrade left clusters behind: {left}"
+    assert (out / "upgrade.json").exists(), proc.stderr[-2000:]
+    return proc, json.loads((out / "upgrade.json").read_text())
+
+
+def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_each_invariant(tmp_path):
+    proc, body = _upgrade(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert body["held"] and (body["from"], body["to"]) == (FROM, TO)
+    assert {i["name"]: i["held"] for i in body["invariants"]} == dict.fromkeys(
+        ["allocations", "containers", "prepared", "allocates", "storage"], True)
+    processes = [s["process"] for s in body["steps"]]
+    assert processes[:3] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    assert processes.count("kubelet-real-node-0") == REAL
+    # Every step was followed by a new claim's pod, and the real node ran one under each skew.
+    assert all(s["first_allocation_after_s"] is not None for s in body["steps"])
+    if REAL:
+        skewed = next(s for s in body["steps"] if s["process"] == "kube-scheduler")
+        assert "real-node-0" in skewed["real_node_pod_s"], skewed
+    # Five claims on simulated nodes, two more with a real node; each read from etcd.
+    stored = body["storage"]["after"]["resourceclaims"]
+    assert set(stored) == {"resource.k8s.io/v1"} and sum(stored.values()) >= 5 + 2 * REAL, stored
+    assert (tmp_path / "upgrade-timeline.png").stat().st_size > 10_000
+
+
+def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_path):
+    faults = ["claim-replaced"] + (["container-restart", "cdi-removed"] if REAL else [])
+    proc, body = _upgrade(tmp_path, *(a for f in faults for a in ("--inject", f)))
+    assert proc.returncode == 1, proc.stdout[-4000:]
+    broken = {i["name"]: i["breaches"] for i in body["invariants"]}
+    assert any("configured was replaced" in b for b in broken["allocations"]), broken
+    assert any("configured-0 was replaced" in b for b in broken["containers"]), broken
+    if REAL:
+        assert any("restarted: restarts 0 -> 1" in b for b in broken["containers"]), broken
+        assert any("was removed (the claim was unprepared)" in b for b in broken["prepared"]), broken
+    # Only what was injected breaks: the rest of the upgrade held.
+    assert not broken["allocates"] and not broken["storage"], broken
+    assert len(body["injected"]) == len(faults)

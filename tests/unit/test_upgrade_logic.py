@@ -1,0 +1,147 @@
+"""The upgrade's pure logic: the plan's order, each invariant's comparison, storage reading, slice gaps.
+
+Each invariant is shown to hold on identical snapshots and to break on the change it guards
+(the live negative controls are in tests/integration/test_upgrade.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from dra_harness.errors import InputError
+from dra_harness.providers.embedded import commands
+from dra_harness.providers.embedded.etcdstore import PROTOBUF_MAGIC, _prefix_end, stored_type
+from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
+from dra_harness.upgrade import plan, slices
+from dra_harness.upgrade.runner import StepResult, UpgradeResult, UpgradeSpec
+from dra_harness.upgrade.snapshot import Snapshot, differences
+
+
+def _snapshot() -> Snapshot:
+    return Snapshot(
+        claims={"ns/shared": {"uid": "u1", "devices": ["gpu.example.com/n0/gpu-0"], "reserved_for": ["a", "b"]}},
+        pods={"ns/a": {"uid": "p1", "node": "real-node-0", "phase": "Running",
+                       "containers": {"ctr0": {"id": "containerd://1", "restarts": 0, "running": True}}}},
+        cdi={"real-node-0/k8s.gpu.example.com-gpu_u1.yaml": "abc"},
+    )
+
+
+def test_identical_snapshots_break_no_invariant():
+    assert not any(differences(_snapshot(), _snapshot()).values())
+
+
+@pytest.mark.parametrize(("change", "invariant", "words"), [
+    (lambda s: s.claims["ns/shared"].update(devices=["gpu.example.com/n0/gpu-1"]), "allocations", "changed devices"),
+    (lambda s: s.claims["ns/shared"].update(uid="u2"), "allocations", "was replaced"),
+    (lambda s: s.claims.pop("ns/shared"), "allocations", "is gone"),
+    (lambda s: s.pods["ns/a"]["containers"]["ctr0"].update(restarts=1, id="containerd://2"), "containers", "restarted"),
+    (lambda s: s.pods["ns/a"]["containers"]["ctr0"].update(running=False), "containers", "no longer running"),
+    (lambda s: s.pods["ns/a"].update(uid="p2"), "containers", "was replaced"),
+    (lambda s: s.pods["ns/a"].update(phase="Failed"), "containers", "went from Running to Failed"),
+    (lambda s: s.cdi.clear(), "prepared", "was removed"),
+    (lambda s: s.cdi.update({"real-node-0/k8s.gpu.example.com-gpu_u1.yaml": "def"}), "prepared", "other content"),
+])
+def test_each_invariant_breaks_on_the_change_it_guards_and_only_that_one(change, invariant, words):
+    after = copy.deepcopy(_snapshot())
+    change(after)
+    found = differences(_snapshot(), after)
+    assert len(found[invariant]) == 1 and words in found[invariant][0], found
+    assert not any(v for k, v in found.items() if k != invariant), found
+
+
+def test_objects_new_after_a_step_are_not_judged():
+    after = _snapshot()
+    after.claims["ns/probe"] = {"uid": "x", "devices": [], "reserved_for": []}
+    after.cdi["real-node-0/new.yaml"] = "x"
+    assert not any(differences(_snapshot(), after).values())
+
+
+def _protobuf(api_version: str, kind: str) -> bytes:
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    type_meta = field(1, api_version.encode()) + field(2, kind.encode())
+    return PROTOBUF_MAGIC + field(1, type_meta) + field(2, b"\x0a\x03raw") + bytes([3 << 3 | 0, 5])
+
+
+def test_the_stored_version_is_read_from_protobuf_and_json_values():
+    assert stored_type(_protobuf("resource.k8s.io/v1", "ResourceClaim")) == ("resource.k8s.io/v1", "ResourceClaim")
+    assert stored_type(json.dumps({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceClass"}).encode()) == (
+        "resource.k8s.io/v1beta2", "DeviceClass")
+    assert _prefix_end(b"/registry/resourceclaims/") == b"/registry/resourceclaims0"
+
+
+def _result(stored_after: dict, served: list[str], steps: list[StepResult] | None = None) -> UpgradeResult:
+    r = UpgradeResult(UpgradeSpec("1.36.3", "1.37.2"), steps=steps or [])
+    r.stored_after, r.served_after = stored_after, served
+    return r
+
+
+def test_storage_breaks_when_an_object_is_stored_in_a_version_the_new_server_does_not_serve():
+    assert _result({"resourceclaims": {"resource.k8s.io/v1": 3}}, ["v1", "v1beta2"]).held
+    broken = _result({"resourceclaims": {"resource.k8s.io/v1beta1": 3}}, ["v1", "v1beta2"])
+    assert not broken.held and "v1beta1" in broken.invariants()["storage"][0]
+
+
+def test_storage_is_not_established_when_etcd_yields_no_claim():
+    r = _result({}, ["v1"])
+    assert not r.held and "not established" in r.invariants()["storage"][0]
+
+
+def test_a_breach_is_named_once_at_the_first_step_that_shows_it():
+    def step(process: str, broken: list[str]) -> StepResult:
+        return StepResult(process, "control-plane", "1.37.2", 0.0, 0.0, 1.0, 1.0, {}, {"containers": broken})
+
+    r = _result({"resourceclaims": {"resource.k8s.io/v1": 1}}, ["v1"],
+                [step("kube-apiserver", []), step("kube-scheduler", ["pod ns/a was replaced"]),
+                 step("kubelet-real-node-0", ["pod ns/a was replaced"])])
+    assert r.invariants()["containers"] == ["after kube-scheduler: pod ns/a was replaced"]
+
+
+def test_allocation_failures_after_a_step_break_the_allocates_invariant():
+    failed = StepResult("kube-scheduler", "control-plane", "1.37.2", 0.0, 0.0, 1.0, None, {},
+                        {"allocates": ["a new claim's pod did not run: timed out"]})
+    r = _result({"resourceclaims": {"resource.k8s.io/v1": 1}}, ["v1"], [failed])
+    assert not r.held and r.invariants()["allocates"]
+
+
+def test_the_plan_upgrades_the_control_plane_then_each_kubelet_then_each_driver():
+    steps = plan.steps("1.37.2", ["gpu-node-0"], ["real-node-0"])
+    assert [s.process for s in steps] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                                          "kubelet-real-node-0", "driver-gpu-node-0", "driver-real-node-0"]
+    assert [s.kind for s in steps] == ["control-plane"] * 3 + ["kubelet", "driver", "driver"]
+    assert steps[-1].version == plan.catalog.EXAMPLE_DRIVER_VERSION
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ("1.35.4", "1.37.2", "one minor at a time"),
+    ("1.37.2", "1.36.3", "one minor at a time"),
+    ("1.34.0", "1.35.4", "not a release"),
+])
+def test_only_an_upgrade_to_the_next_minor_is_planned(old, new, words):
+    with pytest.raises(InputError, match=words):
+        plan.check_pair(old, new)
+    plan.check_pair("1.36.3", "1.37.2")
+
+
+def test_a_swapped_process_runs_its_own_release_binary_and_gates():
+    st = ClusterState(spec=ClusterSpec(k8s_version="1.36.3"), ports={"apiserver": 1, "etcd": 2, "scheduler": 3},
+                      binaries={"kube-apiserver": "/old/kube-apiserver", "kube-scheduler": "/old/kube-scheduler"})
+    st.swapped["kube-apiserver"] = {"version": "1.37.2", "binary": "/new/kube-apiserver"}
+    paths = commands.Paths(commands.Path("/s"), commands.Path("/s/kubeconfig"), commands.PKI(commands.Path("/s/pki")))
+    api, sched = commands.apiserver(st, paths), commands.scheduler(st, paths)
+    assert api[0] == "/new/kube-apiserver" and sched[0] == "/old/kube-scheduler"
+    gate = lambda argv: next(a for a in argv if a.startswith("--feature-gates="))  # noqa: E731
+    assert gate(api) == f"--feature-gates={commands.gates.feature_gates_flag('1.37.2')}"
+    assert gate(sched) == f"--feature-gates={commands.gates.feature_gates_flag('1.36.3')}"
+
+
+def test_gaps_are_the_stretches_a_node_published_fewer_devices_than_it_has():
+    samples = [(0.0, {"a": 8, "b": 8}), (1.0, {"a": 0, "b": 8}), (2.0, {"a": 4, "b": 8}), (3.0, {"a": 8, "b": 7})]
+    found = slices.gaps(samples, 8)
+    assert found == [slices.Gap("a", 1.0, 3.0, 0), slices.Gap("b", 3.0, None, 7)]
+    assert "for 2.0 s" in found[0].describe(8) and "until the end" in found[1].describe(8)
+    assert slices.gaps([(0.0, {"a": 8})], 8) == []
