@@ -21,10 +21,12 @@ from pathlib import Path
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import HarnessError
+from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.state import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
+from dra_harness.upgrade import reboot as reboot_mod
 from dra_harness.upgrade.plan import Step
 
 #: The resource.k8s.io resources and their etcd prefixes (the API server keys objects by resource, not group).
@@ -72,6 +74,8 @@ class UpgradeResult:
     served_after: list[str] = field(default_factory=list)
     #: Stretches in which a node published fewer devices than it has (findings, not breaches).
     slice_gaps: list[slices.Gap] = field(default_factory=list)
+    #: The first real node rebooted after the upgrade, and what became of its pods (a finding).
+    reboot: reboot_mod.RebootResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     def invariants(self) -> dict[str, list[str]]:
@@ -102,7 +106,8 @@ class UpgradeResult:
     def findings(self) -> list[str]:
         """What the upgrade showed that is upstream behaviour to plan around, one sentence each."""
         expected = self.spec.devices_per_node
-        return [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
+        found = [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
+        return found + ([self.reboot.finding()] if self.reboot else [])
 
     @property
     def held(self) -> bool:
@@ -192,6 +197,11 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, new: dict[str,
     result.stored_after = _stored(cluster)
     result.served_after = _served(kube)
     result.timings["steps_s"] = time.monotonic() - t0
+    if cs.real_nodes:  # after the invariants: a reboot kills every container by design
+        node = cs.real_node_names()[0]
+        say(f"rebooting {node} with its pods")
+        on_node = [p["metadata"]["name"] for p in kube.list(rest.PODS, namespace) if p["spec"].get("nodeName") == node]
+        result.reboot = reboot_mod.observe(cluster, kube, namespace, on_node, node, cs.gpus_per_node)
 
 
 def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from datetime import datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,6 +104,37 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
 
 
+def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
+    """Do to real node ``name`` what a reboot does, without rebooting the host: every process of the
+    node stops (containers killed, as when the power goes), what a real host keeps on tmpfs under
+    /run is emptied (containerd's and runc's state, the CDI spec directory the driver writes) and
+    every mount is gone; the disk (images, the kubelet's root with its checkpoints) stays. Then
+    containerd, the kubelet and the driver start as at boot. Returns seconds until the node is Ready."""
+    st = cluster.state()
+    if st is None:
+        raise RealNodeError(f"cluster {cluster.name!r} is not up")
+    rn = node(cluster, name)
+    cluster.supervisor.stop(f"kubelet-{name}", grace=10)
+    cluster.stop_driver(name)
+    remove_cgroup_root(rn.cgroup_root)
+    cluster.supervisor.stop(f"containerd-{name}", grace=10)
+    for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims
+        stop_group(Tracked("shim", pid, process_start_time(pid) or ""), 2, signal.SIGKILL)
+    for d in rn.host_dirs:
+        unmount_all(d)
+    for runtime in (rn.containerd_state, rn.base / "runc", rn.cdi_dir):
+        shutil.rmtree(runtime, ignore_errors=True)
+    rn.cdi_dir.mkdir(parents=True)
+    make_cgroup_root(rn.cgroup_root)
+    booted, wall = time.monotonic(), time.time()
+    cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=_env(st))
+    _wait_containerd(cluster, rn, st.binaries["ctr"])
+    _start_kubelet(cluster, st, rn)
+    cluster.start_driver(name)
+    _wait_ready(cluster, name, booted + timeout, since=wall)
+    return time.monotonic() - booted
+
+
 def _kubelet_kubeconfig(cluster: LocalCluster, name: str) -> Path:
     return cluster.state_dir / f"kubelet-{name}.kubeconfig"
 
@@ -123,14 +155,17 @@ def start_kubelet(cluster: LocalCluster, st: ClusterState, name: str, timeout: f
     config = yaml.safe_load(config_path.read_text())
     config["featureGates"] = _gates_dict(st.version_of(f"kubelet-{name}"))
     config_path.write_text(yaml.safe_dump(config))
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
     _start_kubelet(cluster, st, rn)
-    _wait_ready(cluster, name, started + timeout, version=st.version_of(f"kubelet-{name}"))
+    _wait_ready(cluster, name, started + timeout, version=st.version_of(f"kubelet-{name}"), since=wall)
     return time.monotonic() - started
 
 
-def _wait_ready(cluster: LocalCluster, name: str, deadline: float, version: str | None = None) -> None:
-    """Until the node is Ready (and, with ``version``, reported so by a kubelet of that release)."""
+def _wait_ready(cluster: LocalCluster, name: str, deadline: float, version: str | None = None,
+                since: float | None = None) -> None:
+    """Until the node is Ready (with ``version``: reported so by a kubelet of that release; with
+    ``since``, a wall-clock time: by a heartbeat no older than it, so not the stale status of the
+    kubelet that was stopped)."""
     kube = cluster.kube()
 
     def attempt() -> None:
@@ -147,11 +182,18 @@ def _wait_ready(cluster: LocalCluster, name: str, deadline: float, version: str 
         ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
         if not (ready and ready[0].get("status") == "True"):
             raise NotYet(ready[0].get("message", "") if ready else "no Ready condition")
+        beat = ready[0].get("lastHeartbeatTime")
+        if since is not None and (not beat or _epoch(beat) < int(since)):
+            raise NotYet(f"Ready, but the last heartbeat ({beat}) is older than the restart")
 
     try:
         until(deadline, 0.1, log, f"the kubelet on {name} to be Ready")(attempt)
     except NotYet as last:
         raise RealNodeError(f"{name} not Ready: {last}") from None
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
 def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
