@@ -21,6 +21,9 @@ CLI = [sys.executable, "-m", "dra_harness.cli"]
         (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--real-nodes", "0", "--inject", "container-restart"],
          "--inject container-restart needs a real node"),
         (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--inject", "typo"], "'typo' is not one of"),
+        (["upgrade", "--from", "1.37.2"], "nothing to upgrade"),
+        (["canary", "verify", "/nonexistent/canary-dir"], "no canary.json"),
+        (["canary", "start", "--run-dir", "/tmp/x", "--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
     ],
 )
 def test_bad_cluster_commands_fail_in_one_line(args, expected):

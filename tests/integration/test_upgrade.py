@@ -32,8 +32,8 @@ def _upgrade(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     left = {c.name for c in all_clusters()} - before
     assert not left, f"the upgrade left clusters behind: {left}"
-    assert (out / "upgrade.json").exists(), proc.stderr[-2000:]
-    return proc, json.loads((out / "upgrade.json").read_text())
+    assert (out / "upgrade" / "upgrade.json").exists(), proc.stderr[-2000:]
+    return proc, json.loads((out / "upgrade" / "upgrade.json").read_text())
 
 
 def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_each_invariant(tmp_path):
@@ -41,7 +41,7 @@ def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_ea
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert body["held"] and (body["from"], body["to"]) == (FROM, TO)
     assert {i["name"]: i["held"] for i in body["invariants"]} == dict.fromkeys(
-        ["allocations", "containers", "prepared", "allocates", "storage"], True)
+        ["allocations", "containers", "prepared", "allocates", "storage", *(["unprepared"] if REAL else [])], True)
     processes = [s["process"] for s in body["steps"]]
     assert processes[:3] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
     assert processes.count("kubelet-real-node-0") == REAL
@@ -53,7 +53,12 @@ def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_ea
     # Five claims on simulated nodes, two more with a real node; each read from etcd.
     stored = body["storage"]["after"]["resourceclaims"]
     assert set(stored) == {"resource.k8s.io/v1"} and sum(stored.values()) >= 5 + 2 * REAL, stored
-    assert (tmp_path / "upgrade-timeline.png").stat().st_size > 10_000
+    assert (tmp_path / "upgrade" / "upgrade-timeline.png").stat().st_size > 10_000
+    # The sign-off report has the Upgrade concern, one check per invariant.
+    report = json.loads((tmp_path / "summary.json").read_text())
+    concern = next(c for c in report["concerns"] if c["id"] == "upgrade")
+    assert concern["outcome"] == "passed" and len(concern["checks"]) == len(body["invariants"]), concern
+    assert report["verdict"] == "PASS" and (tmp_path / "signoff.html").exists()
     if REAL:  # the reboot after the upgrade is reported either way, each pod with its outcome
         assert body["reboot"]["pods"] and any(f.startswith("after a reboot of real-node-0") for f in body["findings"]), body
 
@@ -71,3 +76,23 @@ def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_pa
     # Only what was injected breaks: the rest of the upgrade held.
     assert not broken["allocates"] and not broken["storage"], broken
     assert len(body["injected"]) == len(faults)
+    report = json.loads((tmp_path / "summary.json").read_text())
+    assert report["verdict"] == "FAIL" and any(f["concern"] == "upgrade" and f["severity"] == "failure" for f in report["findings"])
+
+
+def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unprepares_claims_of_the_old_one(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "dra_harness.cli", "upgrade", "--from", TO, "--driver-from", "0.3.0", "--driver-to", "0.4.0",
+         "--and-back", "--real-nodes", str(REAL), "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=2400, cwd=ROOT)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    body = json.loads((tmp_path / "upgrade" / "upgrade.json").read_text())
+    drivers = [(s["process"], s["version"]) for s in body["steps"]]
+    assert all(p.startswith("driver-") for p, _ in drivers) and [v for _, v in drivers].count("0.3.0") == len(drivers) // 2
+    held = {i["name"]: i["held"] for i in body["invariants"]}
+    assert all(held.values()), held
+    # With a real node, a claim the old driver prepared was unprepared by the new one when its pod ended.
+    assert ("unprepared" in held) == bool(REAL)
+    # The driver's slices stayed published through every roll (or the gap is a finding).
+    assert not body["slice_gaps"] or body["findings"], body

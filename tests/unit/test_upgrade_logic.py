@@ -109,11 +109,39 @@ def test_allocation_failures_after_a_step_break_the_allocates_invariant():
 
 
 def test_the_plan_upgrades_the_control_plane_then_each_kubelet_then_each_driver():
-    steps = plan.steps("1.37.2", ["gpu-node-0"], ["real-node-0"])
+    steps = plan.steps("1.36.3", "1.37.2", ["gpu-node-0"], ["real-node-0"])
     assert [s.process for s in steps] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler",
                                           "kubelet-real-node-0", "driver-gpu-node-0", "driver-real-node-0"]
     assert [s.kind for s in steps] == ["control-plane"] * 3 + ["kubelet", "driver", "driver"]
     assert steps[-1].version == plan.catalog.EXAMPLE_DRIVER_VERSION
+
+
+def test_a_driver_roll_alone_swaps_only_drivers_there_and_back():
+    steps = plan.steps("1.37.2", "1.37.2", ["gpu-node-0"], ["real-node-0"], "0.4.0", back_to="0.3.0")
+    assert [(s.process, s.version) for s in steps] == [
+        ("driver-gpu-node-0", "0.4.0"), ("driver-real-node-0", "0.4.0"),
+        ("driver-gpu-node-0", "0.3.0"), ("driver-real-node-0", "0.3.0")]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("1.37.2", "1.37.2", "0.4.0", "0.4.0"), "nothing to upgrade"),
+    (("1.37.2", "1.37.2", "0.2.0", "0.4.0"), "--driver-from 0.2.0: not an example-driver release"),
+    (("1.36.3", "1.37.2", "0.4.0", "0.1.0"), "--driver-to 0.1.0"),
+])
+def test_an_upgrade_with_nothing_to_do_or_an_unknown_driver_is_refused(args, words):
+    with pytest.raises(InputError, match=words):
+        plan.check(*args)
+    plan.check("1.37.2", "1.37.2", "0.3.0", "0.4.0")
+
+
+def test_a_driver_before_v0_4_is_not_given_the_metrics_flag_it_lacks():
+    st = ClusterState(spec=ClusterSpec(driver_version="0.3.0"), ports={}, binaries={"dra-example-kubeletplugin": "/d"})
+    paths = commands.Paths(commands.Path("/s"), commands.Path("/s/kubeconfig"), commands.PKI(commands.Path("/s/pki")))
+    dirs = {k: commands.Path(f"/x/{k}") for k in ("cdi", "registrar", "plugins")}
+    assert not any(a.startswith("--metrics-port") for a in commands.driver(st, paths, "n0", dirs, "gpu.example.com"))
+    st.swapped["driver-n0"] = {"version": "0.4.0", "binary": "/d4"}
+    argv = commands.driver(st, paths, "n0", dirs, "gpu.example.com")
+    assert argv[0] == "/d4" and "--metrics-port=-1" in argv
 
 
 @pytest.mark.parametrize(("old", "new", "words"), [
@@ -145,3 +173,21 @@ def test_gaps_are_the_stretches_a_node_published_fewer_devices_than_it_has():
     assert found == [slices.Gap("a", 1.0, 3.0, 0), slices.Gap("b", 3.0, None, 7)]
     assert "for 2.0 s" in found[0].describe(8) and "until the end" in found[1].describe(8)
     assert slices.gaps([(0.0, {"a": 8})], 8) == []
+
+
+def test_an_upgrade_run_becomes_one_report_row_per_invariant_and_a_broken_one_fails(tmp_path):
+    from dra_harness.report import rundir
+    from dra_harness.report import upgrade as report_upgrade
+
+    assert report_upgrade.rows(tmp_path) == []
+    (tmp_path / "upgrade").mkdir()
+    body = {"from": "1.36.3", "to": "1.37.2", "steps": [], "findings": ["a gap"], "invariants": [
+        {"name": "allocations", "statement": "s", "held": True, "breaches": []},
+        {"name": "containers", "statement": "s", "held": False, "breaches": ["after x: pod ns/a was replaced"]}]}
+    (tmp_path / "upgrade" / "upgrade.json").write_text(json.dumps(body))
+    rows = report_upgrade.rows(tmp_path)
+    assert [(r["test"], r["outcome"]) for r in rows] == [("test_allocations", "passed"), ("test_containers", "failed")]
+    assert "pod ns/a was replaced" in rows[1]["message"] and rows[0]["evidence"][1]["findings"] == ["a gap"]
+    assert rundir.in_layout("upgrade/upgrade-timeline.png")
+    (tmp_path / "upgrade" / "upgrade.json").write_text("{}")
+    assert report_upgrade.rows(tmp_path)[0]["outcome"] == "error"

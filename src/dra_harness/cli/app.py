@@ -103,3 +103,6 @@ bench.add_command(bench_allocation)
 from dra_harness.cli.upgrade import upgrade  # noqa: E402
 
 main.add_command(upgrade)
+from dra_harness.cli.canary import canary_group  # noqa: E402
+
+main.add_command(canary_group)

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from dra_harness.components import catalog
 from dra_harness.providers.embedded.realnode import choose_real_nodes
-from dra_harness.report import rundir
+from dra_harness.report import rundir, summary
 from dra_harness.upgrade import faults, plan, record, runner
 
 console = Console(width=None if Console().is_terminal else 130)
@@ -25,7 +25,9 @@ VERSIONS = click.Choice(sorted(catalog.KUBERNETES_VERSIONS))
 
 
 def print_result(result: runner.UpgradeResult) -> None:
-    table = Table(title=f"in-place upgrade v{result.spec.from_version} -> v{result.spec.to_version}: each step")
+    sp = result.spec
+    drivers = f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+    table = Table(title=f"in-place upgrade v{sp.from_version} -> v{sp.to_version}{drivers}: each step")
     for col in ("step", "at (s)", "stopping (s)", "then serving after (s)", "new claim's pod ran after (s)", "real-node pod (s)", "broken"):
         table.add_column(col, justify="left" if col in ("step", "broken") else "right")
     for s in result.steps:
@@ -48,25 +50,45 @@ def print_result(result: runner.UpgradeResult) -> None:
 
 @click.command("upgrade")
 @click.option("--from", "from_version", required=True, type=VERSIONS, help="The release the cluster starts at.")
-@click.option("--to", "to_version", required=True, type=VERSIONS, help="The release it is upgraded to (the next minor).")
+@click.option("--to", "to_version", type=VERSIONS, help="The release it is upgraded to: the next minor (default: --from, for a driver roll).")
+@click.option("--driver-from", default=catalog.EXAMPLE_DRIVER_VERSION, show_default=True,
+              type=click.Choice(catalog.EXAMPLE_DRIVER_VERSIONS), help="The example driver's release at the start.")
+@click.option("--driver-to", default=catalog.EXAMPLE_DRIVER_VERSION, show_default=True,
+              type=click.Choice(catalog.EXAMPLE_DRIVER_VERSIONS), help="The release every node's driver is rolled to.")
+@click.option("--and-back", is_flag=True, help="Then roll every driver back to --driver-from (a downgrade).")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(2, 16), help="Simulated nodes.")
-@click.option("--report-dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/upgrade.")
+@click.option("--report-dir", type=click.Path(file_okay=False),
+              help="The run directory: upgrade/ holds the evidence, signoff.html the report (default: reports/out/<run-id>).")
 @click.option("--inject", multiple=True, type=click.Choice(sorted(faults.FAULTS)),
               help="Negative control: cause this fault after the first step; the run must then exit 1.")
-def upgrade(from_version: str, to_version: str, real_nodes: int | None, nodes: int, report_dir: str | None,
-            inject: tuple[str, ...]) -> None:
-    """Upgrade an embedded cluster from one release to the next in place, with claims held throughout."""
-    plan.check_pair(from_version, to_version)
+def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
+            real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
+    """Upgrade an embedded cluster in place with claims held throughout: Kubernetes to the next minor
+    (control plane, then each kubelet, then each driver restarted), the example driver from one release
+    to another (and back), or both."""
+    to_version = to_version or from_version
+    plan.check(from_version, to_version, driver_from, driver_to)
     real = choose_real_nodes(real_nodes, console.print)
     faults.check(inject, real)
-    out = Path(report_dir or rundir.default_root() / uuid.uuid4().hex[:12] / "upgrade").resolve()
-    spec = runner.UpgradeSpec(from_version, to_version, real_nodes=real, nodes=nodes, inject=inject)
+    run_id = uuid.uuid4().hex[:12]
+    run_dir = Path(report_dir or rundir.default_root() / run_id).resolve()
+    spec = runner.UpgradeSpec(from_version, to_version, real_nodes=real, nodes=nodes, inject=inject,
+                              driver_from=driver_from, driver_to=driver_to, and_back=and_back)
+    summary.start_run(run_dir, run_id, ["dra-harness", *sys.argv[1:]], None)  # refuses a directory that is not ours
     started = time.monotonic()
-    result = runner.run(spec, say=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    try:
+        result = runner.run(spec, say=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    except BaseException:
+        summary.finish_run(run_dir, complete=False, exit_code=2)
+        raise
     result.timings["total_s"] = time.monotonic() - started
-    written = record.write(result, out)
+    written = record.write(result, run_dir / "upgrade")
+    rundir.record(run_dir, written.values())
+    code = 0 if result.held else 1
+    signoff = summary.finish_run(run_dir, complete=True, exit_code=code)
     print_result(result)
-    console.print(f"evidence: {written['json']} and {written['plot']} ({result.timings['total_s']:.0f} s in all)")
-    sys.exit(0 if result.held else 1)
+    console.print(f"evidence: {written['json']}, {written['plot']}; sign-off report: {signoff} "
+                  f"({result.timings['total_s']:.0f} s in all)")
+    sys.exit(code)

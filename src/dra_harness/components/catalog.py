@@ -152,13 +152,23 @@ KWOK = Component(
     binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
 )
 
-EXAMPLE_DRIVER = Component(
-    name="dra-example-driver",
-    version=EXAMPLE_DRIVER_VERSION,
-    module="sigs.k8s.io/dra-example-driver",
-    binaries={"dra-example-kubeletplugin": "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"},
-    version_x=(f"main.version=v{EXAMPLE_DRIVER_VERSION}",),
-)
+#: Example-driver releases we build: the one clusters run, and the one before it (driver rolls and downgrades).
+EXAMPLE_DRIVER_VERSIONS = (EXAMPLE_DRIVER_VERSION, "0.3.0")
+
+
+def example_driver(version: str = EXAMPLE_DRIVER_VERSION) -> Component:
+    if version not in EXAMPLE_DRIVER_VERSIONS:
+        raise InputError(f"example driver {version} is not built here; choose one of {', '.join(EXAMPLE_DRIVER_VERSIONS)}")
+    return Component(
+        name="dra-example-driver",
+        version=version,
+        module="sigs.k8s.io/dra-example-driver",
+        binaries={"dra-example-kubeletplugin": "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"},
+        version_x=(f"main.version=v{version}",),
+    )
+
+
+EXAMPLE_DRIVER = example_driver()
 
 
 CONTAINERD = Component(
@@ -205,13 +215,15 @@ COREDNS = Component(
 )
 
 
-def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool = False) -> list[Component]:
-    """Everything the embedded cluster runs, for one Kubernetes version."""
-    comps = [kubernetes(k8s_version), ETCD, KWOK, EXAMPLE_DRIVER]
+def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool = False,
+                driver_version: str = EXAMPLE_DRIVER_VERSION) -> list[Component]:
+    """Everything the embedded cluster runs, for one Kubernetes version (and example-driver release)."""
+    comps = [kubernetes(k8s_version), ETCD, KWOK, example_driver(driver_version)]
     return comps + ([kubelet(k8s_version), CONTAINERD] if real_nodes else [])
 
 
 def all_components() -> list[Component]:
     """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
-    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, EXAMPLE_DRIVER, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS]
+    drivers = [example_driver(v) for v in EXAMPLE_DRIVER_VERSIONS]
+    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, *drivers, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS]
 

@@ -34,6 +34,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),
     "contention": ("contention", "Contention"),
+    "upgrade": ("upgrade", "Upgrade"),
 }
 NOT_ESTABLISHED = "not established"
 OBSERVED_BASELINE = ("not established: the expected hardware was what the cluster under test published at the "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dra_harness import __version__, yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report import allure_extra, contention, design, render, results, rundir, vendor
+from dra_harness.report import allure_extra, contention, design, render, results, rundir, upgrade, vendor
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
 SCHEMA_VERSION = 1
@@ -114,7 +114,7 @@ def build_summary(run_dir: Path) -> Obj:
     _check_run_dir(run_dir)
     meta = _run_meta(run_dir)
     fp = _optional(run_dir / "fingerprint.json", FINGERPRINT_SCHEMA) or {"error": "no fingerprint recorded"}
-    rows = results.read_results(run_dir)
+    rows = results.read_results(run_dir) + upgrade.rows(run_dir)
     cont = contention.load(run_dir)
     found = results.findings(rows) + contention.findings(cont["results"])
     counts = results.counts(rows)

@@ -22,7 +22,7 @@ class Step:
     process: str
     #: The binary it runs (a key of the build's binaries).
     binary: str
-    #: The release it runs after the step (Kubernetes; the driver's own for a driver).
+    #: The release it runs after the step (Kubernetes; the example driver's own for a driver).
     version: str
 
     @property
@@ -37,21 +37,45 @@ def _minor(version: str) -> int:
     return int(version.split(".")[1])
 
 
-def check_pair(from_version: str, to_version: str) -> None:
-    """Both releases buildable here, and ``to`` exactly one minor after ``from``."""
+def check(from_version: str, to_version: str, driver_from: str, driver_to: str) -> None:
+    """Something to do: a Kubernetes upgrade to the next minor, a driver roll between two built releases, or both."""
+    for flag, v in (("--driver-from", driver_from), ("--driver-to", driver_to)):
+        if v not in catalog.EXAMPLE_DRIVER_VERSIONS:
+            raise InputError(f"{flag} {v}: not an example-driver release built here; choose one of "
+                             f"{', '.join(catalog.EXAMPLE_DRIVER_VERSIONS)}")
+    if from_version == to_version:
+        if driver_from == driver_to:
+            raise InputError(f"--from {from_version} --to {to_version} with the driver at v{driver_from} throughout: "
+                             "nothing to upgrade; give the next minor with --to, or --driver-from and --driver-to")
+        check_pair(from_version, from_version, same_ok=True)
+    else:
+        check_pair(from_version, to_version)
+
+
+def check_pair(from_version: str, to_version: str, same_ok: bool = False) -> None:
+    """Both releases buildable here, and ``to`` exactly one minor after ``from`` (or the same, with ``same_ok``)."""
     for flag, v in (("--from", from_version), ("--to", to_version)):
         if v not in catalog.KUBERNETES_VERSIONS:
             raise InputError(f"{flag} {v}: not a release the embedded cluster runs; choose one of "
                              f"{', '.join(sorted(catalog.KUBERNETES_VERSIONS))}")
+    if same_ok and from_version == to_version:
+        return
     if _minor(to_version) != _minor(from_version) + 1:
         raise InputError(f"--from {from_version} --to {to_version}: a control plane is upgraded one minor at a time "
                          "(Kubernetes version skew policy); choose adjacent minors")
 
 
-def steps(to_version: str, kwok_nodes: list[str], real_nodes: list[str]) -> list[Step]:
-    """Every swap, in order: control plane, each kubelet, then each node's driver (restarted on the new control plane)."""
-    plan = [Step(p, p, to_version) for p in CONTROL_PLANE]
-    plan += [Step(f"kubelet-{n}", "kubelet", to_version) for n in real_nodes]
-    # The driver keeps its release: it is restarted against the upgraded control plane and kubelets.
-    plan += [Step(f"driver-{n}", "dra-example-kubeletplugin", catalog.EXAMPLE_DRIVER_VERSION) for n in [*kwok_nodes, *real_nodes]]
+def steps(from_version: str, to_version: str, kwok_nodes: list[str], real_nodes: list[str],
+          driver_to: str = catalog.EXAMPLE_DRIVER_VERSION, back_to: str | None = None) -> list[Step]:
+    """Every swap, in order: control plane and each kubelet (when Kubernetes changes), then each node's
+    driver to ``driver_to`` (restarted in place when it is its current release), then, with
+    ``back_to``, each node's driver back to that release (a downgrade)."""
+    plan: list[Step] = []
+    if to_version != from_version:
+        plan += [Step(p, p, to_version) for p in CONTROL_PLANE]
+        plan += [Step(f"kubelet-{n}", "kubelet", to_version) for n in real_nodes]
+    nodes = [*kwok_nodes, *real_nodes]
+    plan += [Step(f"driver-{n}", "dra-example-kubeletplugin", driver_to) for n in nodes]
+    if back_to:
+        plan += [Step(f"driver-{n}", "dra-example-kubeletplugin", back_to) for n in nodes]
     return plan

@@ -67,7 +67,9 @@ def timeline(path: Path, result: UpgradeResult) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first step\npale bar: stopping; bar: down until the new one serves; |: a new claim's pod ran;\n"
                   "red line: a node publishing fewer devices than it has; x: an invariant broken", fontsize=8)
-    ax.set_title(f"in-place upgrade v{result.spec.from_version} -> v{result.spec.to_version}", fontsize=10)
+    sp = result.spec
+    drivers = f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+    ax.set_title(f"in-place upgrade v{sp.from_version} -> v{sp.to_version}{drivers}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -11,6 +11,7 @@ API server serves that version. Nothing here judges by timing; times are evidenc
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -22,6 +23,9 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import HarnessError
 from dra_harness.kube import rest
+from dra_harness.kube.pods import pod_claims
+from dra_harness.kube.waits import wait_for_deletion
+from dra_harness.retrying import NotYet, until
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.state import ClusterSpec
@@ -29,6 +33,7 @@ from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
 from dra_harness.upgrade import reboot as reboot_mod
 from dra_harness.upgrade.plan import Step
 
+log = logging.getLogger(__name__)
 #: The resource.k8s.io resources and their etcd prefixes (the API server keys objects by resource, not group).
 STORED_RESOURCES = ("resourceclaims", "resourceclaimtemplates", "resourceslices", "deviceclasses")
 
@@ -42,6 +47,10 @@ class UpgradeSpec:
     devices_per_node: int = 8
     #: Faults (:data:`faults.FAULTS`) injected after the first step: negative controls.
     inject: tuple[str, ...] = ()
+    #: The example driver's release at the start, the one it is rolled to, and whether it is rolled back after.
+    driver_from: str = catalog.EXAMPLE_DRIVER_VERSION
+    driver_to: str = catalog.EXAMPLE_DRIVER_VERSION
+    and_back: bool = False
 
 
 @dataclass
@@ -74,6 +83,8 @@ class UpgradeResult:
     served_after: list[str] = field(default_factory=list)
     #: Stretches in which a node published fewer devices than it has (findings, not breaches).
     slice_gaps: list[slices.Gap] = field(default_factory=list)
+    #: Breaches of "unprepared" (None: no real node, not established).
+    unprepared: list[str] | None = None
     #: The first real node rebooted after the upgrade, and what became of its pods (a finding).
     reboot: reboot_mod.RebootResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -86,6 +97,8 @@ class UpgradeResult:
             for name, breaches in s.broken.items():
                 found[name] += [f"after {s.process}: {b}" for b in breaches if b not in seen]
                 seen.update(breaches)
+        if self.unprepared is not None:
+            found["unprepared"] = self.unprepared
         # Our workloads hold claims: finding none stored means etcd was not read, not that all is well.
         if not self.stored_after.get("resourceclaims"):
             found["storage"].append("no ResourceClaim was found in etcd after the upgrade: storage versions not established")
@@ -118,6 +131,7 @@ INVARIANT_TEXT = {
     **snapshot.INVARIANTS,
     "allocates": "a new claim's pod runs after every step (on a real node too, under a control plane one minor ahead of its kubelet)",
     "storage": "every resource.k8s.io object is stored in a version the new API server serves, and reads back unchanged",
+    "unprepared": "a claim prepared before the upgrade is unprepared (its CDI spec removed) once its pod ends after it",
 }
 
 
@@ -138,18 +152,21 @@ def _served(kube: Kube) -> list[str]:
 
 
 def build(spec: UpgradeSpec) -> dict[str, dict[str, str]]:
-    """Build both releases (cached after the first time); version -> binary name -> path."""
-    out = {}
-    for version in (spec.from_version, spec.to_version):
-        built = builder.build_all(catalog.for_cluster(version, real_nodes=spec.real_nodes > 0))
-        out[version] = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
+    """Build every release the upgrade runs (cached after the first time): release -> binary name -> path,
+    Kubernetes releases and example-driver releases alike (their version strings never meet)."""
+    out: dict[str, dict[str, str]] = {}
+    comps = [c for v in {spec.from_version, spec.to_version} for c in catalog.for_cluster(v, real_nodes=spec.real_nodes > 0)]
+    comps += [catalog.example_driver(v) for v in {spec.driver_from, spec.driver_to}]
+    for b in builder.build_all(list({c.dirname: c for c in comps}.values())).values():
+        version = b.component.version
+        out.setdefault(version, {}).update({name: str(b.binary(name)) for name in b.component.binaries})
     return out
 
 
 def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> UpgradeResult:
     """Bring up ``from``, create the workloads, perform every step, take the cluster down; never raises
     for a broken invariant (the result says it), only when the upgrade itself cannot proceed."""
-    plan.check_pair(spec.from_version, spec.to_version)
+    plan.check(spec.from_version, spec.to_version, spec.driver_from, spec.driver_to)
     faults.check(spec.inject, spec.real_nodes)
     binaries = build(spec)
     run_id = uuid.uuid4().hex[:12]
@@ -157,19 +174,20 @@ def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> Upgra
     cluster = LocalCluster(name)
     result = UpgradeResult(spec)
     cluster_spec = ClusterSpec(name=name, nodes=spec.nodes, gpus_per_node=spec.devices_per_node,
-                               k8s_version=spec.from_version, real_nodes=spec.real_nodes, owner_pid=os.getpid())
+                               k8s_version=spec.from_version, real_nodes=spec.real_nodes, owner_pid=os.getpid(),
+                               driver_version=spec.driver_from)
     say(f"bringing up v{spec.from_version}: {spec.nodes} simulated + {spec.real_nodes} real nodes")
     state = cluster.up(cluster_spec, timeout=240, say=say)
     result.timings["up_s"] = state.timings["up"]
     try:
-        _perform(cluster, cluster_spec, run_id, binaries[spec.to_version], result, say)
+        _perform(cluster, cluster_spec, run_id, binaries, result, say)
     finally:
         say("taking the cluster down")
         cluster.down()
     return result
 
 
-def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, new: dict[str, str], result: UpgradeResult,
+def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict[str, dict[str, str]], result: UpgradeResult,
              say: Callable[[str], None]) -> None:
     kube = cluster.kube()
     namespace = f"upgrade-{run_id}"
@@ -183,10 +201,12 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, new: dict[str,
     sampler = slices.SliceSampler(kube, DRIVER_NAME, cs.all_node_names(), t0)
     sampler.start()
     try:
-        steps = plan.steps(result.spec.to_version, cs.node_names(), cs.real_node_names())
+        sp = result.spec
+        steps = plan.steps(sp.from_version, sp.to_version, cs.node_names(), cs.real_node_names(), sp.driver_to,
+                           sp.driver_from if sp.and_back else None)
         for i, step in enumerate(steps):
             say(f"step {i + 1}/{len(steps)}: {step.process} -> v{step.version}")
-            result.steps.append(_step(cluster, kube, step, new, w, cs, t0, i, baseline, cdi_dirs))
+            result.steps.append(_step(cluster, kube, step, binaries[step.version], w, cs, t0, i, baseline, cdi_dirs))
             if i == 0:  # a fault is judged by the next step's snapshot, like any other change
                 for fault in result.spec.inject:
                     say(f"injecting fault {fault}")
@@ -197,11 +217,38 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, new: dict[str,
     result.stored_after = _stored(cluster)
     result.served_after = _served(kube)
     result.timings["steps_s"] = time.monotonic() - t0
-    if cs.real_nodes:  # after the invariants: a reboot kills every container by design
+    if cs.real_nodes:
+        say("ending a pod prepared before the upgrade: its claim must be unprepared")
+        result.unprepared = _unprepare(kube, w, cs.real_node_names()[0], cdi_dirs)
+        # After the invariants: a reboot kills every container by design.
         node = cs.real_node_names()[0]
         say(f"rebooting {node} with its pods")
         on_node = [p["metadata"]["name"] for p in kube.list(rest.PODS, namespace) if p["spec"].get("nodeName") == node]
         result.reboot = reboot_mod.observe(cluster, kube, namespace, on_node, node, cs.gpus_per_node)
+
+
+def _unprepare(kube: Kube, w: workloads.Workloads, node: str, cdi_dirs: dict[str, Path]) -> list[str]:
+    """End the template pod on ``node`` (prepared before the first step) and wait until the driver now
+    running has removed its claim's CDI spec; returns the breaches."""
+    pod = f"template-{node}"
+    uid = pod_claims(kube, kube.get(rest.PODS, pod, w.namespace))["gpu"]["metadata"]["uid"]
+    specs = [f for f in cdi_dirs[node].glob("*") if uid in f.name]
+    if not specs:
+        return [f"no CDI spec of claim {uid} ({w.namespace}/{pod}) was found on {node}: unprepare not established"]
+    kube.delete(rest.PODS, pod, w.namespace)
+    try:
+        wait_for_deletion(kube, rest.PODS, pod, workloads.RUNNING_DEADLINE_S, w.namespace)
+        until(time.monotonic() + 30, 0.2, log, f"the CDI spec of claim {uid} to be removed")(
+            lambda: _gone_or_not_yet(specs))
+    except (HarnessError, NotYet) as e:
+        return [f"the claim of {w.namespace}/{pod}, prepared before the upgrade, was not unprepared after its pod ended: {e}"]
+    return []
+
+
+def _gone_or_not_yet(paths: list[Path]) -> None:
+    left = [p.name for p in paths if p.exists()]
+    if left:
+        raise NotYet(f"still there: {', '.join(left)}")
 
 
 def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:

@@ -33,8 +33,8 @@ class Workloads:
     real_pods: tuple[str, ...]
 
 
-def request(count: int = 1) -> dict:
-    return builders.exactly("gpu", DEVICE_CLASS, count)
+def request(count: int = 1, device_class: str = DEVICE_CLASS) -> dict:
+    return builders.exactly("gpu", device_class, count)
 
 
 def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devices_per_node: int) -> Workloads:
@@ -76,10 +76,11 @@ def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devic
 
 
 def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None = None,
-          timeout: float = RUNNING_DEADLINE_S) -> float:
+          timeout: float = RUNNING_DEADLINE_S, image: str = builders.PAUSE_IMAGE) -> float:
     """A new pod with a new claim from the template: seconds until it runs, then it is removed."""
     started = time.monotonic()
-    kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": "one-gpu"}}, node_name=node), namespace)
+    kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": "one-gpu"}}, node_name=node,
+                                        image=image), namespace)
     wait_running(kube, namespace, name, timeout)
     took = time.monotonic() - started
     kube.delete(rest.PODS, name, namespace, grace_seconds=0)

@@ -124,7 +124,8 @@ class LocalCluster:
         if self.exists():
             raise ClusterError(f"cluster {self.name!r} already exists at {self.state_dir}; run `dra-harness cluster down` first")
         # Callers that want build progress on screen build first; this only checks the cache then.
-        built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0), quiet=True)
+        built = builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0,
+                                                      driver_version=spec.driver_version), quiet=True)
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True)
         log.info("cluster %s: up (Kubernetes v%s, %d simulated + %d real nodes x %d devices) in %s", self.name,
@@ -268,8 +269,9 @@ class LocalCluster:
         st.swapped[process] = {"version": version, "binary": binary}
         self._save(st)
         started = time.monotonic()
-        # Graceful stops, as an operator's: the API server drains its requests (SIGKILL only after 60 s).
-        self.supervisor.stop(process, grace=60.0)
+        # SIGTERM, as an operator stops it. A lone API server stops listening at once and then holds its
+        # watches open for up to a minute; nothing is served meanwhile, so it gets 5 s before SIGKILL.
+        self.supervisor.stop(process, grace=5.0 if process == "kube-apiserver" else 10.0)
         stopped = time.monotonic()
         if process.startswith("kubelet-"):
             return stopped - started, realcluster.start_kubelet(self, st, process.removeprefix("kubelet-"))

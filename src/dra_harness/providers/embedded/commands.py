@@ -176,9 +176,14 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
         f"--kubelet-registrar-directory-path={dirs['registrar']}",
         f"--kubelet-plugins-directory-path={dirs['plugins']}",
         "--healthcheck-port=-1",
-        "--metrics-port=-1",
+        # Before v0.4.0 the plugin had no metrics server (and no flag for it).
+        *(["--metrics-port=-1"] if _release(st.driver_version_of(node)) >= (0, 4, 0) else []),
         f"--driver-name={driver_name}",
     ]
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
 
 
 ARGV: dict[str, Callable[[ClusterState, Paths], list[str]]] = {

@@ -23,6 +23,8 @@ class ClusterSpec:
     owner_pid: int | None = None
     #: nodes with a real kubelet and containerd beside the simulated ones.
     real_nodes: int = 0
+    #: The example driver's release its plugins start at.
+    driver_version: str = catalog.EXAMPLE_DRIVER_VERSION
 
     def node_names(self) -> list[str]:
         """The simulated (KWOK) nodes."""
@@ -51,6 +53,9 @@ class ClusterState:
     def version_of(self, process: str) -> str:
         """The Kubernetes release ``process`` runs (its flags and feature gates are that release's)."""
         return self.swapped.get(process, {}).get("version", self.spec.k8s_version)
+
+    def driver_version_of(self, node: str) -> str:
+        return self.swapped.get(f"driver-{node}", {}).get("version", self.spec.driver_version)
 
     def binary_of(self, process: str, binary: str) -> str:
         return self.swapped.get(process, {}).get("binary", self.binaries[binary])
