@@ -17,7 +17,9 @@ from rich.table import Table
 
 from dra_harness.components import catalog
 from dra_harness.providers.embedded.realnode import choose_real_nodes
+from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.report import rundir, summary
+from dra_harness.report.files import write_json
 from dra_harness.upgrade import faults, plan, record, runner
 
 console = Console(width=None if Console().is_terminal else 130)
@@ -26,7 +28,8 @@ VERSIONS = click.Choice(sorted(catalog.KUBERNETES_VERSIONS))
 
 def print_result(result: runner.UpgradeResult) -> None:
     sp = result.spec
-    drivers = f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+    drivers = (f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+               if sp.driver_from != sp.driver_to else "")
     table = Table(title=f"in-place upgrade v{sp.from_version} -> v{sp.to_version}{drivers}: each step")
     for col in ("step", "at (s)", "stopping (s)", "then serving after (s)", "new claim's pod ran after (s)", "real-node pod (s)", "broken"):
         table.add_column(col, justify="left" if col in ("step", "broken") else "right")
@@ -85,7 +88,13 @@ def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_
         raise
     result.timings["total_s"] = time.monotonic() - started
     written = record.write(result, run_dir / "upgrade")
-    rundir.record(run_dir, written.values())
+    # What the cluster ended as, for the report's header and diff (the full fingerprint is a suite run's).
+    write_json(run_dir / "fingerprint.json", {
+        "provider": "local", "command": ["dra-harness", *sys.argv[1:]],
+        "kubernetes": {"gitVersion": f"v{to_version}", "upgraded_from": f"v{from_version}"},
+        "drivers": [{"name": DRIVER_NAME, "version": f"v{driver_from if and_back else driver_to}"}],
+    })
+    rundir.record(run_dir, [*written.values(), run_dir / "fingerprint.json"])
     code = 0 if result.held else 1
     signoff = summary.finish_run(run_dir, complete=True, exit_code=code)
     print_result(result)

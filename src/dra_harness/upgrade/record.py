@@ -68,7 +68,8 @@ def timeline(path: Path, result: UpgradeResult) -> None:
     ax.set_xlabel("seconds since the first step\npale bar: stopping; bar: down until the new one serves; |: a new claim's pod ran;\n"
                   "red line: a node publishing fewer devices than it has; x: an invariant broken", fontsize=8)
     sp = result.spec
-    drivers = f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+    drivers = (f", driver v{sp.driver_from} -> v{sp.driver_to}" + (" and back" if sp.and_back else "")
+               if sp.driver_from != sp.driver_to else "")
     ax.set_title(f"in-place upgrade v{sp.from_version} -> v{sp.to_version}{drivers}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
