@@ -74,15 +74,16 @@ def workload_image() -> Image:
     return Image(WORKLOAD_IMAGE, files, entrypoint=[], cmd=["sh"])
 
 
-def driver_image(plugin: Path) -> Image:
+def driver_image(plugin: Path, version: str = catalog.EXAMPLE_DRIVER_VERSION) -> Image:
+    """The plugin binary of example-driver release ``version`` as an image tagged with that release."""
     binary = File("usr/bin/dra-example-kubeletplugin", plugin.read_bytes())
-    return Image(DRIVER_IMAGE, [binary], entrypoint=["/usr/bin/dra-example-kubeletplugin"])
+    return Image(DRIVER_IMAGE.rsplit(":", 1)[0] + f":v{version}", [binary], entrypoint=["/usr/bin/dra-example-kubeletplugin"])
 
 
-def tarballs(plugin: Path) -> list[Path]:
+def tarballs(plugin: Path, driver_version: str = catalog.EXAMPLE_DRIVER_VERSION) -> list[Path]:
     """Write (or reuse) every real-node image as an OCI tarball; returns their paths."""
     out = []
-    for image in (pause_image(), workload_image(), driver_image(plugin)):
+    for image in (pause_image(), workload_image(), driver_image(plugin, driver_version)):
         name = image.name.replace("/", "_").replace(":", "_")
         out.append(write_layout(image, _images_dir() / f"{name}.tar"))
     return out

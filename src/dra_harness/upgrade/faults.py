@@ -58,7 +58,8 @@ def _restart_container(cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
     status = pod["status"]["containerStatuses"][0]
     container_id = status["containerID"].split("://", 1)[1]
     st = cluster.state()
-    assert st is not None
+    if st is None:
+        raise ClusterError(f"cluster {cluster.name!r} is not up")
     rn = realcluster.node(cluster, pod["spec"]["nodeName"])
     out = rn.ctr(st.binaries["ctr"], "tasks", "kill", "--signal", "SIGKILL", container_id, timeout=30)
     if out.returncode != 0:

@@ -253,8 +253,9 @@ class LocalCluster:
         self._start_control_plane_component(name, st)
 
     def swap(self, process: str, version: str, binary: str) -> tuple[float, float]:
-        """Replace a running process by ``binary`` of Kubernetes ``version`` in place: same data, ports
-        and flags, that release's feature gates (an upgrade or downgrade of one component). Returns the
+        """Replace a running process by ``binary`` of release ``version`` (Kubernetes; the example driver's
+        own for a driver) in place: same data, ports and flags, that release's feature gates and flags
+        (an upgrade or downgrade of one component). Returns the
         seconds the old process took to stop (SIGTERM, as an operator stops it) and from then until the
         new one serves (a kubelet: its node Ready at the new release)."""
         st = self.state()

@@ -14,8 +14,8 @@ import signal
 import socket
 import subprocess
 import time
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +73,7 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
     reason = unavailable_reason()
     if reason:
         raise RealNodeError(f"cannot start real nodes: {reason}")
-    tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]))
+    tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]), st.spec.driver_version)
     env = _env(st)
     started: dict[str, float] = {}
     for name in st.spec.real_node_names():
