@@ -22,6 +22,7 @@ CLI = [sys.executable, "-m", "dra_harness.cli"]
          "--inject container-restart needs a real node"),
         (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--inject", "typo"], "'typo' is not one of"),
         (["upgrade", "--from", "1.37.2"], "nothing to upgrade"),
+        (["upgrade", "--from", "1.36.3", "--to", "1.37.2", "--real-nodes", "0", "--unsupported-skew"], "--unsupported-skew needs"),
         (["canary", "verify", "/nonexistent/canary-dir"], "no canary.json"),
         (["canary", "start", "--run-dir", "/tmp/x", "--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
     ],

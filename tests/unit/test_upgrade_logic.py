@@ -191,3 +191,16 @@ def test_an_upgrade_run_becomes_one_report_row_per_invariant_and_a_broken_one_fa
     assert rundir.in_layout("upgrade/upgrade-timeline.png")
     (tmp_path / "upgrade" / "upgrade.json").write_text("{}")
     assert report_upgrade.rows(tmp_path)[0]["outcome"] == "error"
+
+
+def test_findings_say_what_happened_under_the_unsupported_skew_and_after_a_reboot():
+    from dra_harness.upgrade.reboot import RebootResult
+    from dra_harness.upgrade.skew import SkewResult
+
+    ran = SkewResult("real-node-0", "1.37.2", "1.36.3", ready_after_s=0.8, pod_after_s=40.0)
+    assert "kubelet v1.37.2 under a v1.36.3 control plane" in ran.finding() and "ran in 40.0 s" in ran.finding()
+    assert "running pods untouched" in ran.finding()
+    refused = SkewResult("real-node-0", "1.37.2", "1.36.3", not_ready="node not Ready: kubelet exited")
+    assert "did not become Ready (node not Ready: kubelet exited)" in refused.finding()
+    stuck = RebootResult("real-node-0", 0.9, 1.3, {"a": "came back", "b": "CreateContainerError: CDI device injection failed"})
+    assert "1 of 2 pods with claims came back; 1 did not: CreateContainerError: CDI" in stuck.finding()

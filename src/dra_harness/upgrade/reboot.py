@@ -17,8 +17,8 @@ from dra_harness.kube.pods import events_for
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.providers.embedded import realcluster
-from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
-from dra_harness.providers.hardware import devices_by_node
+from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.upgrade.workloads import wait_published
 
 #: Waiting reasons that mean the container will not start as things stand.
 STUCK = ("CreateContainerError", "RunContainerError", "CreateContainerConfigError", "ContainerCannotRun")
@@ -66,8 +66,7 @@ def observe(cluster: LocalCluster, kube: Kube, namespace: str, pods: list[str], 
     restarts = {p: _container(kube.get(rest.PODS, p, namespace)).get("restartCount", 0) for p in pods}
     ready = realcluster.reboot(cluster, node)
     booted = time.monotonic() - ready
-    watch_until(kube, rest.RESOURCE_SLICES, lambda ss: len(devices_by_node(ss, DRIVER_NAME).get(node, [])) == devices,
-                SETTLE_DEADLINE_S, f"{node} to publish its {devices} devices after the reboot")
+    wait_published(kube, node, devices, time.monotonic() + SETTLE_DEADLINE_S)
     result = RebootResult(node, round(ready, 3), round(time.monotonic() - booted, 3))
     settled = watch_until(
         kube, rest.PODS,

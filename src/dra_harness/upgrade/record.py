@@ -34,6 +34,7 @@ def as_dict(result: UpgradeResult) -> dict:
         "findings": result.findings(),
         "slice_gaps": [asdict(g) for g in result.slice_gaps],
         "reboot": asdict(result.reboot) if result.reboot else None,
+        "unsupported_skew": asdict(result.skew) if result.skew else None,
         "steps": [asdict(s) for s in result.steps],
         "storage": {"before": result.stored_before, "after": result.stored_after, "served_after": result.served_after},
         "timings": {k: round(v, 3) for k, v in result.timings.items()},

@@ -31,6 +31,7 @@ from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.state import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
 from dra_harness.upgrade import reboot as reboot_mod
+from dra_harness.upgrade import skew as skew_mod
 from dra_harness.upgrade.plan import Step
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ class UpgradeSpec:
     driver_from: str = catalog.EXAMPLE_DRIVER_VERSION
     driver_to: str = catalog.EXAMPLE_DRIVER_VERSION
     and_back: bool = False
+    #: Before the upgrade, try the first real node's kubelet at ``to`` under the ``from`` control plane.
+    unsupported_skew: bool = False
 
 
 @dataclass
@@ -85,6 +88,8 @@ class UpgradeResult:
     slice_gaps: list[slices.Gap] = field(default_factory=list)
     #: Breaches of "unprepared" (None: no real node, not established).
     unprepared: list[str] | None = None
+    #: The newer kubelet under the older control plane, tried before the upgrade (a finding).
+    skew: skew_mod.SkewResult | None = None
     #: The first real node rebooted after the upgrade, and what became of its pods (a finding).
     reboot: reboot_mod.RebootResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -119,7 +124,8 @@ class UpgradeResult:
     def findings(self) -> list[str]:
         """What the upgrade showed that is upstream behaviour to plan around, one sentence each."""
         expected = self.spec.devices_per_node
-        found = [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
+        found = [self.skew.finding()] if self.skew else []
+        found += [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
         return found + ([self.reboot.finding()] if self.reboot else [])
 
     @property
@@ -195,13 +201,18 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
         (", pods on real nodes" if cs.real_nodes else ""))
     w = workloads.create(kube, run_id, namespace, cs.real_node_names(), cs.gpus_per_node)
     cdi_dirs = {n: cluster.driver_dirs(n)["cdi"] for n in cs.real_node_names()}
+    sp = result.spec
+    if sp.unsupported_skew and cs.real_nodes and sp.to_version != sp.from_version:
+        node = cs.real_node_names()[0]
+        say(f"unsupported skew: kubelet v{sp.to_version} on {node} under the v{sp.from_version} control plane, then back")
+        result.skew = skew_mod.probe(cluster, kube, w, node, (sp.to_version, binaries[sp.to_version]["kubelet"]),
+                                     (sp.from_version, binaries[sp.from_version]["kubelet"]), cdi_dirs)
     baseline = snapshot.take(kube, namespace, cdi_dirs)
     result.stored_before = _stored(cluster)
     t0 = time.monotonic()
     sampler = slices.SliceSampler(kube, DRIVER_NAME, cs.all_node_names(), t0)
     sampler.start()
     try:
-        sp = result.spec
         steps = plan.steps(sp.from_version, sp.to_version, cs.node_names(), cs.real_node_names(), sp.driver_to,
                            sp.driver_from if sp.and_back else None)
         for i, step in enumerate(steps):

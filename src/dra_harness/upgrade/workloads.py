@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
-from dra_harness.kube.waits import wait_for_deletion
+from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL
+from dra_harness.providers.hardware import devices_by_node
 
 DEVICE_CLASS = "gpu.example.com"
 #: The example driver's opaque parameters: time-slicing settings the driver writes into the container's env.
@@ -31,6 +32,7 @@ class Workloads:
     run_id: str
     #: Pods whose containers run on a real node (their container IDs are the ones that count).
     real_pods: tuple[str, ...]
+    devices_per_node: int = 8
 
 
 def request(count: int = 1, device_class: str = DEVICE_CLASS) -> dict:
@@ -72,7 +74,7 @@ def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devic
         labels = kube.get(rest.NODES, node)["metadata"].get("labels", {})
         if labels.get("type") != "kwok":
             real.append(name)
-    return Workloads(namespace, run_id, tuple(sorted(real)))
+    return Workloads(namespace, run_id, tuple(sorted(real)), devices_per_node)
 
 
 def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None = None,
@@ -86,3 +88,11 @@ def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None =
     kube.delete(rest.PODS, name, namespace, grace_seconds=0)
     wait_for_deletion(kube, rest.PODS, name, timeout, namespace)
     return took
+
+
+def wait_published(kube: Kube, node: str, devices: int, deadline: float) -> float:
+    """Until ``node`` publishes all its ``devices`` again; returns the seconds waited."""
+    started = time.monotonic()
+    watch_until(kube, rest.RESOURCE_SLICES, lambda ss: len(devices_by_node(ss, DEVICE_CLASS).get(node, [])) == devices,
+                max(1.0, deadline - started), f"{node} to publish its {devices} devices")
+    return time.monotonic() - started
