@@ -91,10 +91,14 @@ def cdi_files(dirs: dict[str, Path]) -> dict[str, str]:
 
 
 def take(kube: Kube, namespace: str, cdi_dirs: dict[str, Path]) -> Snapshot:
+    """The namespace's claims and pods, and the CDI specs of its claims in use (the driver names each
+    spec file after its claim's uid; a claim being released is not judged)."""
+    claims = {f"{namespace}/{c['metadata']['name']}": claim_view(c) for c in kube.list(rest.RESOURCE_CLAIMS, namespace)}
+    in_use = [c["uid"] for c in claims.values() if c["reserved_for"]]
     return Snapshot(
-        claims={f"{namespace}/{c['metadata']['name']}": claim_view(c) for c in kube.list(rest.RESOURCE_CLAIMS, namespace)},
+        claims=claims,
         pods={f"{namespace}/{p['metadata']['name']}": pod_view(p) for p in kube.list(rest.PODS, namespace)},
-        cdi=cdi_files(cdi_dirs),
+        cdi={path: digest for path, digest in cdi_files(cdi_dirs).items() if any(uid in path for uid in in_use)},
     )
 
 

@@ -85,7 +85,8 @@ def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None =
                                         image=image), namespace)
     wait_running(kube, namespace, name, timeout)
     took = time.monotonic() - started
-    kube.delete(rest.PODS, name, namespace, grace_seconds=0)
+    # A graceful delete: the pod is gone once its kubelet has stopped it and the driver unprepared its claim.
+    kube.delete(rest.PODS, name, namespace)
     wait_for_deletion(kube, rest.PODS, name, timeout, namespace)
     return took
 
