@@ -64,7 +64,7 @@ def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_ea
 
 
 def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_path):
-    faults = ["claim-replaced"] + (["container-restart", "cdi-removed"] if REAL else [])
+    faults = ["claim-replaced"] + (["container-restart", "cdi-removed", "driver-gone-at-unprepare"] if REAL else [])
     proc, body = _upgrade(tmp_path, *(a for f in faults for a in ("--inject", f)))
     assert proc.returncode == 1, proc.stdout[-4000:]
     broken = {i["name"]: i["breaches"] for i in body["invariants"]}
@@ -73,6 +73,7 @@ def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_pa
     if REAL:
         assert any("restarted: restarts 0 -> 1" in b for b in broken["containers"]), broken
         assert any("was removed (the claim was unprepared)" in b for b in broken["prepared"]), broken
+        assert any("was not unprepared after its pod ended" in b for b in broken["unprepared"]), broken
     # Only what was injected breaks: the rest of the upgrade held.
     assert not broken["allocates"] and not broken["storage"], broken
     assert len(body["injected"]) == len(faults)

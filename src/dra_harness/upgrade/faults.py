@@ -20,8 +20,11 @@ FAULTS = {
     "container-restart": "kill the first container of a pod on a real node (the kubelet restarts it)",
     "claim-replaced": "delete the configured claim and its pod, and create both again under the same names",
     "cdi-removed": "remove the CDI spec the driver wrote for a claim on a real node (what a reboot does to /var/run)",
+    "driver-gone-at-unprepare": "stop the real node's driver while the unprepare check ends a pod (started again after)",
 }
-NEEDS_REAL_NODE = ("container-restart", "cdi-removed")
+NEEDS_REAL_NODE = ("container-restart", "cdi-removed", "driver-gone-at-unprepare")
+#: Faults caused at the unprepare check rather than after the first step.
+AT_UNPREPARE = ("driver-gone-at-unprepare",)
 
 
 def check(names: tuple[str, ...], real_nodes: int) -> None:

@@ -35,6 +35,7 @@ from dra_harness.upgrade import skew as skew_mod
 from dra_harness.upgrade.plan import Step
 
 log = logging.getLogger(__name__)
+UNPREPARE_DEADLINE_S = 60.0
 #: The resource.k8s.io resources and their etcd prefixes (the API server keys objects by resource, not group).
 STORED_RESOURCES = ("resourceclaims", "resourceclaimtemplates", "resourceslices", "deviceclasses")
 
@@ -219,7 +220,7 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
             say(f"step {i + 1}/{len(steps)}: {step.process} -> v{step.version}")
             result.steps.append(_step(cluster, kube, step, binaries[step.version], w, cs, t0, i, baseline, cdi_dirs))
             if i == 0:  # a fault is judged by the next step's snapshot, like any other change
-                for fault in result.spec.inject:
+                for fault in (f for f in result.spec.inject if f not in faults.AT_UNPREPARE):
                     say(f"injecting fault {fault}")
                     result.injected.append(faults.inject(fault, cluster, kube, w))
     finally:
@@ -230,7 +231,14 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
     result.timings["steps_s"] = time.monotonic() - t0
     if cs.real_nodes:
         say("ending a pod prepared before the upgrade: its claim must be unprepared")
+        gone = "driver-gone-at-unprepare" in sp.inject
+        if gone:
+            cluster.stop_driver(cs.real_node_names()[0])
+            result.injected.append(f"stopped the driver on {cs.real_node_names()[0]} before ending the pod")
         result.unprepared = _unprepare(kube, w, cs.real_node_names()[0], cdi_dirs)
+        if gone:  # back, so the pod it held up goes before the reboot looks at the node's pods
+            cluster.start_driver(cs.real_node_names()[0])
+            wait_for_deletion(kube, rest.PODS, f"template-{cs.real_node_names()[0]}", UNPREPARE_DEADLINE_S, namespace)
         # After the invariants: a reboot kills every container by design.
         node = cs.real_node_names()[0]
         say(f"rebooting {node} with its pods")
@@ -247,8 +255,8 @@ def _unprepare(kube: Kube, w: workloads.Workloads, node: str, cdi_dirs: dict[str
     if not specs:
         return [f"no CDI spec of claim {uid} ({w.namespace}/{pod}) was found on {node}: unprepare not established"]
     kube.delete(rest.PODS, pod, w.namespace)
-    try:
-        wait_for_deletion(kube, rest.PODS, pod, workloads.RUNNING_DEADLINE_S, w.namespace)
+    try:  # the pod goes once the kubelet has had the driver unprepare its claim: seconds, normally
+        wait_for_deletion(kube, rest.PODS, pod, UNPREPARE_DEADLINE_S, w.namespace)
         until(time.monotonic() + 30, 0.2, log, f"the CDI spec of claim {uid} to be removed")(
             lambda: _gone_or_not_yet(specs))
     except (HarnessError, NotYet) as e:
