@@ -16,24 +16,12 @@ import pytest
 
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
-from dra_harness.kube.waits import watch_until
-from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.providers.embedded.realnode import unavailable_reason
-from dra_harness.providers.hardware import devices_by_node
 from dra_harness.upgrade import reboot
-from dra_harness.upgrade.workloads import request
+from dra_harness.upgrade.workloads import request, wait_published
 from tests.integration.conftest import REAL_CLUSTER_GPUS, REAL_NODE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
-
-
-def _published(cluster) -> float:
-    """Seconds until the real node publishes all its devices again (the driver re-registered)."""
-    started = time.monotonic()
-    watch_until(cluster.kube(), rest.RESOURCE_SLICES,
-                lambda ss: len(devices_by_node(ss, DRIVER_NAME).get(REAL_NODE, [])) == REAL_CLUSTER_GPUS,
-                180, f"{REAL_NODE} to publish its {REAL_CLUSTER_GPUS} devices again")
-    return time.monotonic() - started
 
 
 def _pod_with_claim(kube, namespace: str, name: str) -> dict:
@@ -52,7 +40,7 @@ def test_a_restarted_kubelet_is_ready_and_its_driver_republishes_with_running_po
     before = _container(_pod_with_claim(kube, "kubelet-restart", "holder"))
     st = real_cluster.state()
     stop_s, ready_s = real_cluster.swap(f"kubelet-{REAL_NODE}", st.version_of(f"kubelet-{REAL_NODE}"), st.binaries["kubelet"])
-    republished_s = ready_s + _published(real_cluster)
+    republished_s = ready_s + wait_published(kube, REAL_NODE, REAL_CLUSTER_GPUS, time.monotonic() + 180)
     after = _container(kube.get(rest.PODS, "holder", "kubelet-restart"))
     print(f"kubelet restart: stopped in {stop_s:.1f} s, node Ready {ready_s:.1f} s after start, "
           f"devices published again {republished_s:.1f} s after start")

@@ -7,6 +7,9 @@ same name (new uid; its pod recreated). A run with a fault must exit 1 naming it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from dra_harness.errors import ClusterError, InputError
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import pod_claims, wait_running
@@ -25,6 +28,21 @@ FAULTS = {
 NEEDS_REAL_NODE = ("container-restart", "cdi-removed", "driver-gone-at-unprepare")
 #: Faults caused at the unprepare check rather than after the first step.
 AT_UNPREPARE = ("driver-gone-at-unprepare",)
+
+
+@contextmanager
+def at_unprepare(names: tuple[str, ...], cluster: LocalCluster, node: str, done: list[str]) -> Iterator[None]:
+    """Around the unprepare check: with ``driver-gone-at-unprepare``, ``node``'s driver is stopped for
+    it and started again after (what was done is appended to ``done``)."""
+    if "driver-gone-at-unprepare" not in names:
+        yield
+        return
+    cluster.stop_driver(node)
+    done.append(f"stopped the driver on {node} before ending the pod")
+    try:
+        yield
+    finally:
+        cluster.start_driver(node)
 
 
 def check(names: tuple[str, ...], real_nodes: int) -> None:
