@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from dra_harness.components import catalog
 from dra_harness.errors import InputError
+from dra_harness.providers.embedded.cluster import CONTROL_PLANE
 
-CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ DRIVER_NAME = "gpu.example.com"
 KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+#: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
 def clusters_root() -> Path:
@@ -244,9 +246,8 @@ class LocalCluster:
         st = self.state()
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
-        restartable = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
-        if name not in restartable:
-            raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(restartable)}")
+        if name not in CONTROL_PLANE:
+            raise ClusterError(f"cannot restart {name!r}; choose one of {', '.join(CONTROL_PLANE)}")
         log.info("cluster %s: restarting %s (%s, down for %.1fs)", self.name, name, "SIGKILL" if kill else "SIGTERM", down_for)
         self.supervisor.stop(name, grace=0 if kill else 5.0, sig=signal.SIGKILL if kill else signal.SIGTERM)
         time.sleep(down_for)
@@ -261,11 +262,10 @@ class LocalCluster:
         st = self.state()
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
-        kinds = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-        real = [f"kubelet-{n}" for n in st.spec.real_node_names()]
-        drivers = [f"driver-{n}" for n in st.spec.all_node_names()]
-        if process not in (*kinds, *real, *drivers):
-            raise ClusterError(f"cannot swap {process!r}; choose one of {', '.join((*kinds, *real, *drivers))}")
+        swappable = [*CONTROL_PLANE, *(f"kubelet-{n}" for n in st.spec.real_node_names()),
+                     *(f"driver-{n}" for n in st.spec.all_node_names())]
+        if process not in swappable:
+            raise ClusterError(f"cannot swap {process!r}; choose one of {', '.join(swappable)}")
         log.info("cluster %s: swapping %s for %s (v%s)", self.name, process, binary, version)
         st.swapped[process] = {"version": version, "binary": binary}
         self._save(st)

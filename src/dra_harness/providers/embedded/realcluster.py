@@ -114,14 +114,7 @@ def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
     if st is None:
         raise RealNodeError(f"cluster {cluster.name!r} is not up")
     rn = node(cluster, name)
-    cluster.supervisor.stop(f"kubelet-{name}", grace=10)
-    cluster.stop_driver(name)
-    remove_cgroup_root(rn.cgroup_root)
-    cluster.supervisor.stop(f"containerd-{name}", grace=10)
-    for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims
-        stop_group(Tracked("shim", pid, process_start_time(pid) or ""), 2, signal.SIGKILL)
-    for d in rn.host_dirs:
-        unmount_all(d)
+    _power_off(cluster, rn, {"killed": [], "unmounted": []})
     for runtime in (rn.containerd_state, rn.base / "runc", rn.cdi_dir):
         shutil.rmtree(runtime, ignore_errors=True)
     rn.cdi_dir.mkdir(parents=True)
@@ -142,8 +135,7 @@ def _kubelet_kubeconfig(cluster: LocalCluster, name: str) -> Path:
 def _start_kubelet(cluster: LocalCluster, st: ClusterState, rn: RealNode) -> None:
     labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
     argv = rn.kubelet_argv(st.binary_of(f"kubelet-{rn.name}", "kubelet"), _kubelet_kubeconfig(cluster, rn.name), labels)
-    env = _env(st)
-    cluster.supervisor.start(f"kubelet-{rn.name}", argv, env=env)
+    cluster.supervisor.start(f"kubelet-{rn.name}", argv, env=_env(st))
 
 
 def start_kubelet(cluster: LocalCluster, st: ClusterState, name: str, timeout: float = 120) -> float:
@@ -221,6 +213,29 @@ def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:
             if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
 
 
+def _power_off(cluster: LocalCluster, rn: RealNode, removed: dict[str, list]) -> None:
+    """Stop every process of a real node (kubelet, driver, containers, containerd, shims) and unmount
+    what is mounted below its directories, as when the power goes; what had to go by force is added
+    to ``removed``. Shared by ``teardown`` and ``reboot``."""
+    # The kubelet first, or it restarts what we kill; the driver with it.
+    cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
+    cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
+    # Lost pid files (a killed run): find the kubelet and the plugin by the dirs they name.
+    for pid in strays(rn.base) + strays(rn.kubelet_root):
+        if any(flag in cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
+            stop_group(Tracked("stray", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
+            removed["killed"].append(pid)
+    # Every container process of the node lives under its cgroup root.
+    removed["killed"] += remove_cgroup_root(rn.cgroup_root)
+    cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
+    for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims (their -address names the node's socket)
+        stop_group(Tracked("shim", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
+        removed["killed"].append(pid)
+    for d in rn.host_dirs:
+        removed["unmounted"] += unmount_all(d)
+    remove_cgroup_root(rn.cgroup_root)
+
+
 def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
     """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
 
@@ -228,23 +243,7 @@ def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
     """
     removed: dict[str, list] = {"killed": [], "unmounted": [], "links": []}
     for rn in real_node_dirs(cluster, runtime_dir):
-        # The kubelet first, or it restarts what we kill; the driver with it.
-        cluster.supervisor.stop(f"kubelet-{rn.name}", grace=5)
-        cluster.supervisor.stop(f"driver-{rn.name}", grace=5)
-        # Lost pid files (a killed run): find the kubelet and the plugin by the dirs they name.
-        for pid in strays(rn.base) + strays(rn.kubelet_root):
-            if any(flag in cmdline(pid) for flag in ("--root-dir=", "--kubelet-registrar-directory-path=")):
-                stop_group(Tracked("stray", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
-                removed["killed"].append(pid)
-        # Every container process of the node lives under its cgroup root.
-        removed["killed"] += remove_cgroup_root(rn.cgroup_root)
-        cluster.supervisor.stop(f"containerd-{rn.name}", grace=5)
-        for pid in strays(rn.base) + strays(rn.kubelet_root):  # shims (their -address names the node's socket)
-            stop_group(Tracked("shim", pid, process_start_time(pid) or ""), 2, signal.SIGTERM)
-            removed["killed"].append(pid)
-        for d in rn.host_dirs:
-            removed["unmounted"] += unmount_all(d)
-        remove_cgroup_root(rn.cgroup_root)
+        _power_off(cluster, rn, removed)
         for link in (rn.bridge, rn.host_link):
             if Path("/sys/class/net", link).exists():
                 delete_link(link)
