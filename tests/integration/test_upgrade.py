@@ -2,7 +2,8 @@
 
 v1.36.3 -> v1.37.2 with one real node where this host can run one (as root): every invariant
 holds and is listed with its evidence; then the same upgrade with faults injected after the
-first step exits 1 and names each breach. Both builds are cached after the first run.
+first step exits 1 and names each breach; and the driver rolled to its next release and back, as
+processes and, on the real node, as a DaemonSet. Both builds are cached after the first run.
 """
 
 from __future__ import annotations
@@ -82,9 +83,10 @@ def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_pa
 
 
 def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unprepares_claims_of_the_old_one(tmp_path):
+    # Process swaps on the simulated nodes; on the real node a DaemonSet rolled by its image, as clusters do.
     proc = subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "upgrade", "--from", TO, "--driver-from", "0.3.0", "--driver-to", "0.4.0",
-         "--and-back", "--real-nodes", str(REAL), "--report-dir", str(tmp_path)],
+         "--and-back", "--real-nodes", str(REAL), "--report-dir", str(tmp_path), *(["--driver-daemonset"] if REAL else [])],
         capture_output=True, text=True, timeout=2400, cwd=ROOT)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -95,6 +97,10 @@ def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unpr
     assert all(held.values()), held
     # With a real node, a claim the old driver prepared was unprepared by the new one when its pod ended.
     assert ("unprepared" in held) == bool(REAL)
+    if REAL:  # the DaemonSet was rolled there and back, and a new claim's pod ran on its node after each roll
+        rolls = [s for s in body["steps"] if s["process"] == "driver-daemonset-real-node-0"]
+        assert [s["version"] for s in rolls] == ["0.4.0", "0.3.0"], drivers
+        assert all("real-node-0" in s["real_node_pod_s"] and s["stopping_s"] > 0 for s in rolls), rolls
     # Each gap in the driver's slices through the roll is reported as a finding, one sentence per gap.
     gaps = [f for f in body["findings"] if " published " in f and " devices for " in f]
     assert len(gaps) == len(body["slice_gaps"]), body

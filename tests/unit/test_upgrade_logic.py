@@ -15,7 +15,7 @@ from dra_harness.errors import InputError
 from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.etcdstore import PROTOBUF_MAGIC, _prefix_end, stored_type
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
-from dra_harness.upgrade import plan, slices
+from dra_harness.upgrade import plan, runner, slices
 from dra_harness.upgrade.runner import StepResult, UpgradeResult, UpgradeSpec
 from dra_harness.upgrade.snapshot import Snapshot, differences
 
@@ -121,6 +121,26 @@ def test_a_driver_roll_alone_swaps_only_drivers_there_and_back():
     assert [(s.process, s.version) for s in steps] == [
         ("driver-gpu-node-0", "0.4.0"), ("driver-real-node-0", "0.4.0"),
         ("driver-gpu-node-0", "0.3.0"), ("driver-real-node-0", "0.3.0")]
+
+
+def test_a_driver_daemonset_is_rolled_by_its_image_where_asked_and_the_other_drivers_are_swapped():
+    steps = plan.steps("1.37.2", "1.37.2", ["gpu-node-0"], ["real-node-0"], "0.4.0", back_to="0.3.0",
+                       pod_nodes=("real-node-0",))
+    assert [(s.process, s.daemonset_node, s.kind) for s in steps[:2]] == [
+        ("driver-gpu-node-0", None, "driver"), ("driver-daemonset-real-node-0", "real-node-0", "driver")]
+    assert [s.version for s in steps] == ["0.4.0", "0.4.0", "0.3.0", "0.3.0"]
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    (dict(real_nodes=0, driver_daemonset=True), "--driver-daemonset needs a real node"),
+    (dict(real_nodes=1, driver_daemonset=True, inject=("driver-gone-at-unprepare",)), "with --driver-daemonset"),
+    (dict(real_nodes=0, unsupported_skew=True), "--unsupported-skew needs"),
+])
+def test_an_upgrade_that_cannot_be_performed_is_refused_before_anything_starts(spec, words):
+    args = {"from_version": "1.36.3", "to_version": "1.37.2", **spec}
+    with pytest.raises(InputError, match=words):
+        runner.check(runner.UpgradeSpec(**args))
+    runner.check(runner.UpgradeSpec("1.36.3", "1.37.2", real_nodes=1, driver_daemonset=True))
 
 
 @pytest.mark.parametrize(("args", "words"), [

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.table import Table
 
 from dra_harness.components import catalog
-from dra_harness.errors import InputError
 from dra_harness.providers.embedded.realnode import choose_real_nodes
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.report import rundir, summary
@@ -62,6 +61,8 @@ def print_result(result: runner.UpgradeResult) -> None:
 @click.option("--and-back", is_flag=True, help="Then roll every driver back to --driver-from (a downgrade).")
 @click.option("--unsupported-skew", is_flag=True,
               help="First try the new kubelet under the old control plane on a real node (reported as a finding), then put it back.")
+@click.option("--driver-daemonset", is_flag=True,
+              help="Run the first real node's driver as a DaemonSet's pod, as clusters do, and roll it by its image.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(2, 16), help="Simulated nodes.")
@@ -71,21 +72,19 @@ def print_result(result: runner.UpgradeResult) -> None:
               help="Negative control: cause this fault after the first step (driver-gone-at-unprepare: during the "
                    "unprepared check); the run must then exit 1.")
 def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
-            unsupported_skew: bool, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
+            unsupported_skew: bool, driver_daemonset: bool, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
     """Upgrade an embedded cluster in place with claims held throughout: Kubernetes to the next minor
     (control plane, then each kubelet, then each driver restarted), the example driver from one release
     to another (and back), or both."""
     to_version = to_version or from_version
     plan.check(from_version, to_version, driver_from, driver_to)
     real = choose_real_nodes(real_nodes, console.print)
-    faults.check(inject, real)
-    if unsupported_skew and (not real or to_version == from_version):
-        raise InputError("--unsupported-skew needs a real node (--real-nodes 1) and a Kubernetes upgrade (--to the next minor)")
-    run_id = uuid.uuid4().hex[:12]
-    run_dir = Path(report_dir or rundir.default_root() / run_id).resolve()
     spec = runner.UpgradeSpec(from_version, to_version, real_nodes=real, nodes=nodes, inject=inject,
                               driver_from=driver_from, driver_to=driver_to, and_back=and_back,
-                              unsupported_skew=unsupported_skew)
+                              unsupported_skew=unsupported_skew, driver_daemonset=driver_daemonset)
+    runner.check(spec)
+    run_id = uuid.uuid4().hex[:12]
+    run_dir = Path(report_dir or rundir.default_root() / run_id).resolve()
     summary.start_run(run_dir, run_id, ["dra-harness", *sys.argv[1:]], None)  # refuses a directory that is not ours
     started = time.monotonic()
     try:

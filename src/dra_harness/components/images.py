@@ -82,8 +82,10 @@ def driver_image(plugin: Path, version: str = catalog.EXAMPLE_DRIVER_VERSION) ->
 
 def tarballs(plugin: Path, driver_version: str = catalog.EXAMPLE_DRIVER_VERSION) -> list[Path]:
     """Write (or reuse) every real-node image as an OCI tarball; returns their paths."""
-    out = []
-    for image in (pause_image(), workload_image(), driver_image(plugin, driver_version)):
-        name = image.name.replace("/", "_").replace(":", "_")
-        out.append(write_layout(image, _images_dir() / f"{name}.tar"))
-    return out
+    return [tarball(image) for image in (pause_image(), workload_image(), driver_image(plugin, driver_version))]
+
+
+def tarball(image: Image) -> Path:
+    """``image`` as an OCI tarball in the image cache (written once per name)."""
+    name = image.name.replace("/", "_").replace(":", "_")
+    return write_layout(image, _images_dir() / f"{name}.tar")

@@ -45,12 +45,15 @@ def at_unprepare(names: tuple[str, ...], cluster: LocalCluster, node: str, done:
         cluster.start_driver(node)
 
 
-def check(names: tuple[str, ...], real_nodes: int) -> None:
+def check(names: tuple[str, ...], real_nodes: int, driver_daemonset: bool = False) -> None:
     for name in names:
         if name not in FAULTS:
             raise InputError(f"--inject {name}: unknown fault; choose one of {', '.join(FAULTS)}")
         if name in NEEDS_REAL_NODE and not real_nodes:
             raise InputError(f"--inject {name} needs a real node (--real-nodes 1): simulated pods run no container")
+        if name in AT_UNPREPARE and driver_daemonset:
+            raise InputError(f"--inject {name} stops the real node's driver process; with --driver-daemonset "
+                             "its driver is a DaemonSet's pod, which its kubelet would start again")
 
 
 def inject(name: str, cluster: LocalCluster, kube: Kube, w: Workloads) -> str:

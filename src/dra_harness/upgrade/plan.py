@@ -15,15 +15,24 @@ from dra_harness.errors import InputError
 from dra_harness.providers.embedded.cluster import CONTROL_PLANE
 
 
+#: A driver rolled as a DaemonSet's image, not swapped as a process: ``driver-daemonset-<node>``.
+DAEMONSET_STEP = "driver-daemonset-"
+
 
 @dataclass(frozen=True)
 class Step:
-    #: The process swapped (``kube-apiserver``, ``kubelet-real-node-0``, ``driver-gpu-node-1``).
+    #: The process swapped (``kube-apiserver``, ``kubelet-real-node-0``, ``driver-gpu-node-1``), or the
+    #: driver DaemonSet rolled on a node (``driver-daemonset-real-node-0``).
     process: str
     #: The binary it runs (a key of the build's binaries).
     binary: str
     #: The release it runs after the step (Kubernetes; the example driver's own for a driver).
     version: str
+
+    @property
+    def daemonset_node(self) -> str | None:
+        """The node whose driver DaemonSet this step rolls (by its image), or None for a process swap."""
+        return self.process.removeprefix(DAEMONSET_STEP) if self.process.startswith(DAEMONSET_STEP) else None
 
     @property
     def kind(self) -> str:
@@ -66,16 +75,18 @@ def check_pair(from_version: str, to_version: str, same_ok: bool = False) -> Non
 
 
 def steps(from_version: str, to_version: str, kwok_nodes: list[str], real_nodes: list[str],
-          driver_to: str = catalog.EXAMPLE_DRIVER_VERSION, back_to: str | None = None) -> list[Step]:
+          driver_to: str = catalog.EXAMPLE_DRIVER_VERSION, back_to: str | None = None,
+          pod_nodes: tuple[str, ...] = ()) -> list[Step]:
     """Every swap, in order: control plane and each kubelet (when Kubernetes changes), then each node's
     driver to ``driver_to`` (restarted in place when it is its current release), then, with
-    ``back_to``, each node's driver back to that release (a downgrade)."""
+    ``back_to``, each node's driver back to that release (a downgrade). On ``pod_nodes`` the driver
+    is a DaemonSet's pod, rolled by its image."""
     plan: list[Step] = []
     if to_version != from_version:
         plan += [Step(p, p, to_version) for p in CONTROL_PLANE]
         plan += [Step(f"kubelet-{n}", "kubelet", to_version) for n in real_nodes]
-    nodes = [*kwok_nodes, *real_nodes]
-    plan += [Step(f"driver-{n}", "dra-example-kubeletplugin", driver_to) for n in nodes]
+    drivers = [f"{DAEMONSET_STEP if n in pod_nodes else 'driver-'}{n}" for n in (*kwok_nodes, *real_nodes)]
+    plan += [Step(d, "dra-example-kubeletplugin", driver_to) for d in drivers]
     if back_to:
-        plan += [Step(f"driver-{n}", "dra-example-kubeletplugin", back_to) for n in nodes]
+        plan += [Step(d, "dra-example-kubeletplugin", back_to) for d in drivers]
     return plan

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
-from dra_harness.errors import HarnessError
+from dra_harness.errors import HarnessError, InputError
 from dra_harness.kube import rest
 from dra_harness.kube.pods import pod_claims
 from dra_harness.kube.waits import wait_for_deletion
 from dra_harness.retrying import NotYet, until
 from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded import driver_daemonset
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.state import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
@@ -55,6 +56,8 @@ class UpgradeSpec:
     and_back: bool = False
     #: Before the upgrade, try the first real node's kubelet at ``to`` under the ``from`` control plane.
     unsupported_skew: bool = False
+    #: The first real node's driver runs as a DaemonSet's pod and is rolled by its image (a process elsewhere).
+    driver_daemonset: bool = False
 
 
 @dataclass
@@ -170,11 +173,21 @@ def build(spec: UpgradeSpec) -> dict[str, dict[str, str]]:
     return out
 
 
+def check(spec: UpgradeSpec) -> None:
+    """Refuse what cannot be performed, before anything is built or started (one line, for the CLI)."""
+    plan.check(spec.from_version, spec.to_version, spec.driver_from, spec.driver_to)
+    faults.check(spec.inject, spec.real_nodes, spec.driver_daemonset)
+    real_upgrade = spec.real_nodes and spec.to_version != spec.from_version
+    if spec.unsupported_skew and not real_upgrade:
+        raise InputError("--unsupported-skew needs a real node (--real-nodes 1) and a Kubernetes upgrade (--to the next minor)")
+    if spec.driver_daemonset and not spec.real_nodes:
+        raise InputError("--driver-daemonset needs a real node (--real-nodes 1): a DaemonSet's pod runs in a container")
+
+
 def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> UpgradeResult:
     """Bring up ``from``, create the workloads, perform every step, take the cluster down; never raises
     for a broken invariant (the result says it), only when the upgrade itself cannot proceed."""
-    plan.check(spec.from_version, spec.to_version, spec.driver_from, spec.driver_to)
-    faults.check(spec.inject, spec.real_nodes)
+    check(spec)
     binaries = build(spec)
     run_id = uuid.uuid4().hex[:12]
     name = f"upgrade-{run_id[:6]}"
@@ -198,11 +211,17 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
              say: Callable[[str], None]) -> None:
     kube = cluster.kube()
     namespace = f"upgrade-{run_id}"
+    sp = result.spec
+    pod_nodes = tuple(cs.real_node_names()[:1]) if sp.driver_daemonset else ()
+    for node in pod_nodes:
+        say(f"handing {node}'s driver to a DaemonSet at v{sp.driver_from}")
+        started = time.monotonic()
+        driver_daemonset.install(cluster, kube, node, sp.driver_from, binaries[sp.driver_from]["dra-example-kubeletplugin"])
+        result.timings["daemonset_install_s"] = time.monotonic() - started
     say("creating workloads: tensor-parallel, template, shared and configured claims" +
         (", pods on real nodes" if cs.real_nodes else ""))
     w = workloads.create(kube, run_id, namespace, cs.real_node_names(), cs.gpus_per_node)
     cdi_dirs = {n: cluster.driver_dirs(n)["cdi"] for n in cs.real_node_names()}
-    sp = result.spec
     if sp.unsupported_skew and cs.real_nodes and sp.to_version != sp.from_version:
         node = cs.real_node_names()[0]
         say(f"unsupported skew: kubelet v{sp.to_version} on {node} under the v{sp.from_version} control plane, then back")
@@ -215,7 +234,7 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
     sampler.start()
     try:
         steps = plan.steps(sp.from_version, sp.to_version, cs.node_names(), cs.real_node_names(), sp.driver_to,
-                           sp.driver_from if sp.and_back else None)
+                           sp.driver_from if sp.and_back else None, pod_nodes)
         for i, step in enumerate(steps):
             say(f"step {i + 1}/{len(steps)}: {step.process} -> v{step.version}")
             result.steps.append(_step(cluster, kube, step, binaries[step.version], w, cs, t0, i, baseline, cdi_dirs))
@@ -272,16 +291,22 @@ def _gone_or_not_yet(paths: list[Path]) -> None:
 
 def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:
     """Where a new pod must also run after ``step``: every real node once the whole control plane is
-    new (its kubelet one minor behind: the supported skew), and a kubelet's own node after its swap."""
+    new (its kubelet one minor behind: the supported skew), and a kubelet's or driver DaemonSet's own
+    node after its swap or roll."""
     if step.process == plan.CONTROL_PLANE[-1]:
         return cs.real_node_names()
+    if step.daemonset_node:
+        return [step.daemonset_node]
     return [step.process.removeprefix("kubelet-")] if step.kind == "kubelet" else []
 
 
 def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w: workloads.Workloads, cs: ClusterSpec,
           t0: float, index: int, baseline: snapshot.Snapshot, cdi_dirs: dict[str, Path]) -> StepResult:
     started = time.monotonic()
-    stop_s, serving = cluster.swap(step.process, step.version, new[step.binary])
+    if step.daemonset_node:
+        stop_s, serving = driver_daemonset.roll(cluster, kube, step.daemonset_node, step.version, new[step.binary])
+    else:
+        stop_s, serving = cluster.swap(step.process, step.version, new[step.binary])
     broken: dict[str, list[str]] = {"allocates": []}
     first_after: float | None = None
     try:

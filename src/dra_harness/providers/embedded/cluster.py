@@ -231,6 +231,8 @@ class LocalCluster:
             raise ClusterError(f"cluster {self.name!r} is not up")
         if node not in st.spec.all_node_names():
             raise ClusterError(f"node {node!r} is not a node of cluster {self.name!r}")
+        if node in st.driver_pods:
+            raise ClusterError(f"the driver on {node} is a DaemonSet's pod: its kubelet starts it, not us")
         dirs = self.driver_dirs(node)
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
@@ -239,6 +241,25 @@ class LocalCluster:
     def stop_driver(self, node: str, kill: bool = False) -> None:
         """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""
         self.supervisor.stop(f"driver-{node}", grace=0 if kill else 10, sig=signal.SIGKILL if kill else signal.SIGTERM)
+
+    def record_swap(self, process: str, entry: dict[str, str]) -> None:
+        """Remember that ``process`` now runs another release (``ClusterState.swapped``): a driver
+        DaemonSet rolled by its image, which :meth:`swap` does not do."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        st.swapped[process] = entry
+        self._save(st)
+
+    def hand_driver_to_pod(self, node: str) -> None:
+        """Stop ``node``'s driver process for good: a DaemonSet's pod publishes its devices from now on."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        self.stop_driver(node)
+        if node not in st.driver_pods:
+            st.driver_pods.append(node)
+            self._save(st)
 
     def restart_component(self, name: str, kill: bool = False, down_for: float = 0.0) -> None:
         """Restart a control-plane component with the same flags (SIGKILL with ``kill``),
@@ -263,7 +284,7 @@ class LocalCluster:
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
         swappable = [*CONTROL_PLANE, *(f"kubelet-{n}" for n in st.spec.real_node_names()),
-                     *(f"driver-{n}" for n in st.spec.all_node_names())]
+                     *(f"driver-{n}" for n in st.spec.all_node_names() if n not in st.driver_pods)]
         if process not in swappable:
             raise ClusterError(f"cannot swap {process!r}; choose one of {', '.join(swappable)}")
         log.info("cluster %s: swapping %s for %s (v%s)", self.name, process, binary, version)

@@ -88,10 +88,7 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         add_host_link(rn.host_link, rn.node_ip)
         cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=env)
         _wait_containerd(cluster, rn, st.binaries["ctr"])
-        for tar in tarballs:
-            out = rn.ctr(st.binaries["ctr"], "images", "import", "--no-unpack=false", str(tar), timeout=120)
-            if out.returncode != 0:
-                raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
+        import_images(cluster, st, name, tarballs)
         st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
         identity = pki.issue(f"kubelet-{name}", f"system:node:{name}", ("system:nodes",))
         pki.kubeconfig(_kubelet_kubeconfig(cluster, name), st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
@@ -104,12 +101,21 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
 
 
+def import_images(cluster: LocalCluster, st: ClusterState, name: str, tarballs: list[Path]) -> None:
+    """Put OCI tarballs into real node ``name``'s containerd, as an image preloaded on a node: no pull."""
+    rn = node(cluster, name)
+    for tar in tarballs:
+        out = rn.ctr(st.binaries["ctr"], "images", "import", "--no-unpack=false", str(tar), timeout=120)
+        if out.returncode != 0:
+            raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
+
+
 def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
     """Do to real node ``name`` what a reboot does, without rebooting the host: every process of the
     node stops (containers killed, as when the power goes), what a real host keeps on tmpfs under
     /run is emptied (containerd's and runc's state, the CDI spec directory the driver writes) and
     every mount is gone; the disk (images, the kubelet's root with its checkpoints) stays. Then
-    containerd, the kubelet and the driver start as at boot. Returns seconds until the node is Ready."""
+    containerd, the kubelet and the driver start as at boot (a DaemonSet's driver: by its kubelet). Returns seconds until the node is Ready."""
     st = cluster.state()
     if st is None:
         raise RealNodeError(f"cluster {cluster.name!r} is not up")
@@ -123,7 +129,8 @@ def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
     cluster.supervisor.start(f"containerd-{name}", rn.containerd_argv(st.binaries["containerd"]), env=_env(st))
     _wait_containerd(cluster, rn, st.binaries["ctr"])
     _start_kubelet(cluster, st, rn)
-    cluster.start_driver(name)
+    if name not in st.driver_pods:  # a DaemonSet's driver pod is the kubelet's to start again
+        cluster.start_driver(name)
     _wait_ready(cluster, name, booted + timeout, since=wall)
     return time.monotonic() - booted
 

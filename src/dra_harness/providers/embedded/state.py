@@ -49,6 +49,9 @@ class ClusterState:
     #: Processes swapped in place to another release (``dra-harness upgrade``): process name ->
     #: ``{"version": ..., "binary": ...}``. The others run ``spec.k8s_version`` and ``binaries``.
     swapped: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Nodes whose driver is a DaemonSet's pod (``driver_daemonset``), not a process of ours: their
+    #: kubelet starts it, and a restart or swap of the process would start a second driver.
+    driver_pods: list[str] = field(default_factory=list)
 
     def version_of(self, process: str) -> str:
         """The Kubernetes release ``process`` runs (its flags and feature gates are that release's)."""

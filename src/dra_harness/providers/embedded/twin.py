@@ -94,7 +94,7 @@ def _install_driver_daemonset(cluster: LocalCluster, kube: Kube, real: list[str]
     state = cluster.state()
     assert state is not None
     for node in real:
-        cluster.stop_driver(node)
+        cluster.hand_driver_to_pod(node)
     kubelet_root, cdi_root = "/var/lib/kubelet", "/var/run/cdi"
     if real:
         from dra_harness.providers.embedded import realcluster
