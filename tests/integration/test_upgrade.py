@@ -82,11 +82,14 @@ def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_pa
     assert report["verdict"] == "FAIL" and any(f["concern"] == "upgrade" and f["severity"] == "failure" for f in report["findings"])
 
 
-def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unprepares_claims_of_the_old_one(tmp_path):
-    # Process swaps on the simulated nodes; on the real node a DaemonSet rolled by its image, as clusters do.
+@pytest.mark.parametrize("strategy", ["surge", "replace"] if REAL else [None])
+def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unprepares_claims_of_the_old_one(tmp_path, strategy):
+    # Process swaps on the simulated nodes; on the real node a DaemonSet rolled by its image, as clusters do,
+    # with the chart's surge and with a DaemonSet's default (the old pod goes first).
     proc = subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "upgrade", "--from", TO, "--driver-from", "0.3.0", "--driver-to", "0.4.0",
-         "--and-back", "--real-nodes", str(REAL), "--report-dir", str(tmp_path), *(["--driver-daemonset"] if REAL else [])],
+         "--and-back", "--real-nodes", str(REAL), "--report-dir", str(tmp_path),
+         *(["--driver-daemonset", strategy] if strategy else [])],
         capture_output=True, text=True, timeout=2400, cwd=ROOT)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -101,6 +104,8 @@ def test_a_driver_rolled_to_the_next_release_and_back_keeps_every_claim_and_unpr
         rolls = [s for s in body["steps"] if s["process"] == "driver-daemonset-real-node-0"]
         assert [s["version"] for s in rolls] == ["0.4.0", "0.3.0"], drivers
         assert all("real-node-0" in s["real_node_pod_s"] and s["stopping_s"] > 0 for s in rolls), rolls
+        if strategy == "surge":  # the new pod ran before the old one went: no time without a driver pod
+            assert all(s["serving_after_s"] == 0 for s in rolls), rolls
     # Each gap in the driver's slices through the roll is reported as a finding, one sentence per gap.
     gaps = [f for f in body["findings"] if " published " in f and " devices for " in f]
     assert len(gaps) == len(body["slice_gaps"]), body

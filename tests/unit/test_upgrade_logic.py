@@ -123,6 +123,17 @@ def test_a_driver_roll_alone_swaps_only_drivers_there_and_back():
         ("driver-gpu-node-0", "0.3.0"), ("driver-real-node-0", "0.3.0")]
 
 
+def test_a_probe_pod_that_failed_before_it_ran_is_a_finding_with_its_event_and_dns_noise_is_not():
+    warning = "probe-4-real-node-0: FailedPrepareDynamicResources: DRA driver gpu.example.com is not registered"
+    slow = StepResult("driver-daemonset-real-node-0", "driver", "0.4.0", 1.2, 0.8, 0.4, 6.0, {"real-node-0": 13.9}, {},
+                      [warning, "probe-4: MissingClusterDNS: kubelet does not have ClusterDNS IP configured"])
+    quiet = StepResult("driver-gpu-node-0", "driver", "0.4.0", 0.0, 0.1, 0.0, 0.2, {}, {}, ["probe-0: MissingClusterDNS: x"])
+    r = _result({"resourceclaims": {"resource.k8s.io/v1": 1}}, ["v1"], [quiet, slow])
+    assert r.held and r.findings() == [
+        "right after driver-daemonset-real-node-0 -> v0.4.0 (old one stopped in 0.8 s, new one up 0.4 s later) a new claim's "
+        f"pod first failed, then ran on real-node-0 after 13.9 s: {warning}"]
+
+
 def test_a_driver_daemonset_is_rolled_by_its_image_where_asked_and_the_other_drivers_are_swapped():
     steps = plan.steps("1.37.2", "1.37.2", ["gpu-node-0"], ["real-node-0"], "0.4.0", back_to="0.3.0",
                        pod_nodes=("real-node-0",))
@@ -132,15 +143,15 @@ def test_a_driver_daemonset_is_rolled_by_its_image_where_asked_and_the_other_dri
 
 
 @pytest.mark.parametrize(("spec", "words"), [
-    (dict(real_nodes=0, driver_daemonset=True), "--driver-daemonset needs a real node"),
-    (dict(real_nodes=1, driver_daemonset=True, inject=("driver-gone-at-unprepare",)), "with --driver-daemonset"),
+    (dict(real_nodes=0, driver_daemonset="surge"), "--driver-daemonset needs a real node"),
+    (dict(real_nodes=1, driver_daemonset="replace", inject=("driver-gone-at-unprepare",)), "under --driver-daemonset"),
     (dict(real_nodes=0, unsupported_skew=True), "--unsupported-skew needs"),
 ])
 def test_an_upgrade_that_cannot_be_performed_is_refused_before_anything_starts(spec, words):
     args = {"from_version": "1.36.3", "to_version": "1.37.2", **spec}
     with pytest.raises(InputError, match=words):
         runner.check(runner.UpgradeSpec(**args))
-    runner.check(runner.UpgradeSpec("1.36.3", "1.37.2", real_nodes=1, driver_daemonset=True))
+    runner.check(runner.UpgradeSpec("1.36.3", "1.37.2", real_nodes=1, driver_daemonset="surge"))
 
 
 @pytest.mark.parametrize(("args", "words"), [

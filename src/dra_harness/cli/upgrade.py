@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dra_harness.components import catalog
+from dra_harness.providers.embedded import driver_daemonset as driver_daemonset_mod
 from dra_harness.providers.embedded.realnode import choose_real_nodes
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.report import rundir, summary
@@ -61,8 +62,9 @@ def print_result(result: runner.UpgradeResult) -> None:
 @click.option("--and-back", is_flag=True, help="Then roll every driver back to --driver-from (a downgrade).")
 @click.option("--unsupported-skew", is_flag=True,
               help="First try the new kubelet under the old control plane on a real node (reported as a finding), then put it back.")
-@click.option("--driver-daemonset", is_flag=True,
-              help="Run the first real node's driver as a DaemonSet's pod, as clusters do, and roll it by its image.")
+@click.option("--driver-daemonset", type=click.Choice(sorted(driver_daemonset_mod.STRATEGIES)),
+              help="Run the first real node's driver as a DaemonSet's pod, as clusters do, and roll it by its image: "
+                   "surge (the chart's: the new pod beside the old) or replace (a DaemonSet's default: the old pod goes first).")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(2, 16), help="Simulated nodes.")
@@ -72,7 +74,7 @@ def print_result(result: runner.UpgradeResult) -> None:
               help="Negative control: cause this fault after the first step (driver-gone-at-unprepare: during the "
                    "unprepared check); the run must then exit 1.")
 def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
-            unsupported_skew: bool, driver_daemonset: bool, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
+            unsupported_skew: bool, driver_daemonset: str | None, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
     """Upgrade an embedded cluster in place with claims held throughout: Kubernetes to the next minor
     (control plane, then each kubelet, then each driver restarted), the example driver from one release
     to another (and back), or both."""

@@ -52,7 +52,7 @@ def check(names: tuple[str, ...], real_nodes: int, driver_daemonset: bool = Fals
         if name in NEEDS_REAL_NODE and not real_nodes:
             raise InputError(f"--inject {name} needs a real node (--real-nodes 1): simulated pods run no container")
         if name in AT_UNPREPARE and driver_daemonset:
-            raise InputError(f"--inject {name} stops the real node's driver process; with --driver-daemonset "
+            raise InputError(f"--inject {name} stops the real node's driver process; under --driver-daemonset "
                              "its driver is a DaemonSet's pod, which its kubelet would start again")
 
 

@@ -56,8 +56,9 @@ class UpgradeSpec:
     and_back: bool = False
     #: Before the upgrade, try the first real node's kubelet at ``to`` under the ``from`` control plane.
     unsupported_skew: bool = False
-    #: The first real node's driver runs as a DaemonSet's pod and is rolled by its image (a process elsewhere).
-    driver_daemonset: bool = False
+    #: The first real node's driver runs as a DaemonSet's pod rolled by its image with this strategy
+    #: (``driver_daemonset.STRATEGIES``); None: a process there too, as on the simulated nodes.
+    driver_daemonset: str | None = None
 
 
 @dataclass
@@ -76,6 +77,18 @@ class StepResult:
     #: Real node -> seconds until a new pod with a claim ran there (after control-plane and kubelet steps).
     real_node_pod_s: dict[str, float] = field(default_factory=dict)
     broken: dict[str, list[str]] = field(default_factory=dict)
+    #: The Warning events of the step's probe pods: why a new claim's pod was slow to run.
+    probe_warnings: list[str] = field(default_factory=list)
+
+    def failed_probe_events(self) -> list[str]:
+        """The probes' Failed* warnings (a prepare or mount that failed and was retried), not the noise."""
+        return [w for w in self.probe_warnings if [*w.split(": "), ""][1].startswith("Failed")]
+
+    def slow_pod_finding(self) -> str:
+        ran = ", ".join(f"on {n} after {t:.1f} s" for n, t in self.real_node_pod_s.items())
+        return (f"right after {self.process} -> v{self.version} (old one stopped in {self.stopping_s:.1f} s, new one up "
+                f"{self.serving_after_s:.1f} s later) a new claim's pod first failed, then ran {ran or 'after a retry'}: "
+                f"{self.failed_probe_events()[0][:240]}")
 
 
 @dataclass
@@ -130,6 +143,7 @@ class UpgradeResult:
         expected = self.spec.devices_per_node
         found = [self.skew.finding()] if self.skew else []
         found += [f"during {self.step_at(g.start)}: {g.describe(expected)}" for g in self.slice_gaps]
+        found += [s.slow_pod_finding() for s in self.steps if s.failed_probe_events()]
         return found + ([self.reboot.finding()] if self.reboot else [])
 
     @property
@@ -176,7 +190,7 @@ def build(spec: UpgradeSpec) -> dict[str, dict[str, str]]:
 def check(spec: UpgradeSpec) -> None:
     """Refuse what cannot be performed, before anything is built or started (one line, for the CLI)."""
     plan.check(spec.from_version, spec.to_version, spec.driver_from, spec.driver_to)
-    faults.check(spec.inject, spec.real_nodes, spec.driver_daemonset)
+    faults.check(spec.inject, spec.real_nodes, bool(spec.driver_daemonset))
     real_upgrade = spec.real_nodes and spec.to_version != spec.from_version
     if spec.unsupported_skew and not real_upgrade:
         raise InputError("--unsupported-skew needs a real node (--real-nodes 1) and a Kubernetes upgrade (--to the next minor)")
@@ -213,10 +227,11 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
     namespace = f"upgrade-{run_id}"
     sp = result.spec
     pod_nodes = tuple(cs.real_node_names()[:1]) if sp.driver_daemonset else ()
-    for node in pod_nodes:
-        say(f"handing {node}'s driver to a DaemonSet at v{sp.driver_from}")
+    if sp.driver_daemonset and pod_nodes:
+        say(f"handing {pod_nodes[0]}'s driver to a DaemonSet at v{sp.driver_from}, rolled by {sp.driver_daemonset}")
         started = time.monotonic()
-        driver_daemonset.install(cluster, kube, node, sp.driver_from, binaries[sp.driver_from]["dra-example-kubeletplugin"])
+        driver_daemonset.install(cluster, kube, pod_nodes[0], sp.driver_from,
+                                 binaries[sp.driver_from]["dra-example-kubeletplugin"], sp.driver_daemonset)
         result.timings["daemonset_install_s"] = time.monotonic() - started
     say("creating workloads: tensor-parallel, template, shared and configured claims" +
         (", pods on real nodes" if cs.real_nodes else ""))
@@ -309,17 +324,18 @@ def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w:
         stop_s, serving = cluster.swap(step.process, step.version, new[step.binary])
     broken: dict[str, list[str]] = {"allocates": []}
     first_after: float | None = None
+    warnings: list[str] = []
     try:
-        workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}")
+        workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}", warnings=warnings)
         first_after = round(time.monotonic() - started, 3)
     except HarnessError as e:  # a failure to allocate is the finding, with its reason
         broken["allocates"].append(f"a new claim's pod did not run: {e}")
     real: dict[str, float] = {}
     for n in _real_probe_nodes(step, cs):
         try:
-            real[n] = round(workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}-{n}", node=n), 3)
+            real[n] = round(workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}-{n}", node=n, warnings=warnings), 3)
         except HarnessError as e:
             broken["allocates"].append(f"a new claim's pod did not run on {n}: {e}")
     broken.update(snapshot.differences(baseline, snapshot.take(kube, w.namespace, cdi_dirs)))
     return StepResult(step.process, step.kind, step.version, round(started - t0, 3), round(stop_s, 3), round(serving, 3),
-                      first_after, real, broken)
+                      first_after, real, broken, warnings)

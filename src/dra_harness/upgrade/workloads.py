@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from dra_harness.kube import builders, rest
-from dra_harness.kube.pods import wait_running
+from dra_harness.kube.pods import events_for, wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL
@@ -78,13 +78,17 @@ def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devic
 
 
 def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None = None,
-          timeout: float = RUNNING_DEADLINE_S, image: str = builders.PAUSE_IMAGE) -> float:
-    """A new pod with a new claim from the template: seconds until it runs, then it is removed."""
+          timeout: float = RUNNING_DEADLINE_S, image: str = builders.PAUSE_IMAGE, warnings: list[str] | None = None) -> float:
+    """A new pod with a new claim from the template: seconds until it runs, then it is removed. The
+    pod's Warning events (why it was slow) are appended to ``warnings`` when given."""
     started = time.monotonic()
     kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": "one-gpu"}}, node_name=node,
                                         image=image), namespace)
     wait_running(kube, namespace, name, timeout)
     took = time.monotonic() - started
+    if warnings is not None:
+        warnings += [f"{name}: {e.get('reason')}: {e.get('message', '')[:200]}"
+                     for e in events_for(kube, namespace, name) if e.get("type") == "Warning"]
     # A graceful delete: the pod is gone once its kubelet has stopped it and the driver unprepared its claim.
     kube.delete(rest.PODS, name, namespace)
     wait_for_deletion(kube, rest.PODS, name, timeout, namespace)

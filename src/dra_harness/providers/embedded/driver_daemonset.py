@@ -19,7 +19,7 @@ from dra_harness.components import images
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
-from dra_harness.kube.waits import wait_for_deletion, watch_until
+from dra_harness.kube.waits import watch_until
 from dra_harness.providers import driver_manifests
 from dra_harness.providers.embedded import realcluster
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
@@ -28,6 +28,9 @@ from dra_harness.errors import ClusterError
 NAME = "dra-example-driver-kubeletplugin"
 CONTAINER = "plugin"
 ROLLOUT_DEADLINE_S = 180.0
+#: How a roll replaces the pod: the chart's (the new pod beside the old, which goes once the new one is
+#: ready) or a DaemonSet's default (the old pod goes first; the node has no driver until the new one registers).
+STRATEGIES = {"surge": {"maxSurge": 1, "maxUnavailable": 0}, "replace": {"maxSurge": 0, "maxUnavailable": 1}}
 
 
 def image_for(cluster: LocalCluster, node: str, version: str, plugin: str) -> str:
@@ -40,10 +43,10 @@ def image_for(cluster: LocalCluster, node: str, version: str, plugin: str) -> st
     return image.name
 
 
-def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str) -> list[Obj]:
+def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str, strategy: str = "surge") -> list[Obj]:
     """Replace real node ``node``'s driver process by the DaemonSet (release ``version``) the driver's own
-    manifests describe, pinned to that node; returns the documents applied. Waits until its pod runs
-    and the node publishes all its devices again."""
+    manifests describe, pinned to that node, rolled by ``strategy`` (:data:`STRATEGIES`); returns the
+    documents applied. Waits until its pod runs and the node publishes all its devices again."""
     st = cluster.state()
     if st is None:
         raise ClusterError(f"cluster {cluster.name!r} is not up")
@@ -55,6 +58,7 @@ def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: 
     for doc in docs:
         if doc["kind"] == "DaemonSet":
             doc["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            doc["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": STRATEGIES[strategy]}
     driver_manifests.apply(kube, docs)
     _wait_serving(kube, node, image, st.spec.gpus_per_node, time.monotonic() + ROLLOUT_DEADLINE_S)
     return docs
@@ -63,47 +67,60 @@ def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: 
 def roll(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str) -> tuple[float, float]:
     """Change the DaemonSet's image to release ``version``, as an operator upgrades a driver, and follow the
     rollout on ``node``. Returns the seconds until the old pod was gone and from then until the new one
-    ran and the node published all its devices."""
+    ran with the node's devices published. The kubelet keeps a node's slices for a while after its
+    plugin goes, and its registration of the new one is not visible in the API: whether the node
+    prepares claims again is for a pod with a claim there to show."""
     st = cluster.state()
     if st is None or node not in st.driver_pods:
         raise ClusterError(f"the driver on {node} is not a DaemonSet's pod; install it first")
     image = image_for(cluster, node, version, plugin)
-    old = _pod(kube, node)
+    old = {p["metadata"]["uid"] for p in _pods(kube, node)}
     started = time.monotonic()
     # The annotation is kubectl's ``rollout restart``: the same release is rolled too (a restart in place).
     template = {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": _now()}},
                 "spec": {"containers": [{"name": CONTAINER, "image": image}]}}
     kube.patch(rest.DAEMON_SETS, NAME, {"spec": {"template": template}}, driver_manifests.NAMESPACE, kind="strategic")
-    if old is not None:
-        wait_for_deletion(kube, rest.PODS, old["metadata"]["name"], ROLLOUT_DEADLINE_S, driver_manifests.NAMESPACE)
-    stopped = time.monotonic()
-    _wait_serving(kube, node, image, st.spec.gpus_per_node, stopped + ROLLOUT_DEADLINE_S)
+    seen: dict[str, float] = {}  # when the old pods were gone, and when the new one ran
+
+    def rolled(pods: list[Obj]) -> bool:
+        now = time.monotonic()
+        if not any(p["metadata"]["uid"] in old for p in pods):
+            seen.setdefault("gone", now)
+        if any(_running(p, image) and p["metadata"]["uid"] not in old for p in pods):
+            seen.setdefault("running", now)
+        return len(seen) == 2
+
+    watch_until(kube, rest.PODS, rolled, ROLLOUT_DEADLINE_S, f"the driver DaemonSet's roll to {image} on {node}",
+                namespace=driver_manifests.NAMESPACE, field_selector=f"spec.nodeName={node}", why=_describe)
+    _wait_serving(kube, node, image, st.spec.gpus_per_node, time.monotonic() + ROLLOUT_DEADLINE_S)
     cluster.record_swap(f"driver-{node}", {"version": version, "image": image})
-    return stopped - started, time.monotonic() - stopped
+    # With a surge the new pod runs before the old one goes: no time without a driver pod.
+    return seen["gone"] - started, max(0.0, seen["running"] - seen["gone"])
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _pod(kube: Kube, node: str) -> Obj | None:
-    pods = kube.list(rest.PODS, driver_manifests.NAMESPACE, label_selector=driver_manifests.POD_SELECTOR,
+def _pods(kube: Kube, node: str) -> list[Obj]:
+    return kube.list(rest.PODS, driver_manifests.NAMESPACE, label_selector=driver_manifests.POD_SELECTOR,
                      field_selector=f"spec.nodeName={node}")
-    return pods[0] if pods else None
+
+
+def _running(pod: Obj, image: str) -> bool:
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions") or [])
+    return pod["spec"]["containers"][0]["image"] == image and ready and not pod["metadata"].get("deletionTimestamp")
+
+
+def _describe(pods: list[Obj]) -> str:
+    return "; ".join(f"{p['metadata']['name']} ({p['spec']['containers'][0]['image']}): {p['status'].get('phase')}"
+                     + (", terminating" if p["metadata"].get("deletionTimestamp") else "") for p in pods) or "no driver pod on the node"
 
 
 def _wait_serving(kube: Kube, node: str, image: str, devices: int, deadline: float) -> None:
-    def running(pods: list[Obj]) -> bool:
-        return any(p["spec"]["containers"][0]["image"] == image and p["status"].get("phase") == "Running"
-                   and not p["metadata"].get("deletionTimestamp") for p in pods)
-
-    def why(pods: list[Obj]) -> str:
-        return "; ".join(f"{p['metadata']['name']} ({p['spec']['containers'][0]['image']}): {p['status'].get('phase')}"
-                         for p in pods) or "no driver pod on the node"
-
-    watch_until(kube, rest.PODS, running, max(1.0, deadline - time.monotonic()),
+    watch_until(kube, rest.PODS, lambda pods: any(_running(p, image) for p in pods), max(1.0, deadline - time.monotonic()),
                 f"the driver DaemonSet's pod with {image} to run on {node}", namespace=driver_manifests.NAMESPACE,
-                field_selector=f"spec.nodeName={node}", why=why)
+                field_selector=f"spec.nodeName={node}", why=_describe)
 
     def published(slices: list[Obj]) -> bool:
         return sum(len(s["spec"].get("devices") or []) for s in slices if s["spec"].get("nodeName") == node) == devices
