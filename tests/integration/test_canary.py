@@ -3,15 +3,18 @@
 The embedded cluster plays the user's staging cluster: canaries are started through its
 kubeconfig like on any cluster, then its control plane and drivers are swapped for the next
 release (what `dra-harness upgrade` does), then `canary verify` must find every invariant held;
-a canary claim replaced behind its back must make it exit 1, and `canary stop` leaves nothing.
+a canary claim replaced behind its back must make it exit 1, and `canary stop` leaves nothing, even
+after a `canary start` killed with SIGKILL part-way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -83,3 +86,26 @@ def test_a_canary_claim_replaced_behind_its_back_fails_verify_and_stop_leaves_no
     assert stop.returncode == 0, stop.stderr
     assert not (run_dir / "canary.json").exists()
     assert ns not in {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)}
+
+
+def test_a_canary_start_killed_part_way_is_refused_by_verify_and_removed_by_stop(upgraded_cluster_with_canaries, tmp_path):
+    cluster, _ = upgraded_cluster_with_canaries
+    kube = cluster.kube()
+    start = subprocess.Popen([*CLI, "start", "--kubeconfig", str(cluster.kubeconfig), "--run-dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    ns = None
+    while ns is None and time.monotonic() < deadline and start.poll() is None:
+        if (tmp_path / "canary.json").exists():
+            candidate = json.loads((tmp_path / "canary.json").read_text())["namespace"]
+            if candidate in {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)}:
+                ns = candidate
+        time.sleep(0.1)
+    start.send_signal(signal.SIGKILL)
+    start.wait(30)
+    assert ns, "canary start never recorded a namespace it had created"
+    verify = subprocess.run([*CLI, "verify", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert verify.returncode != 0 and "did not finish" in verify.stderr and "Traceback" not in verify.stderr, verify.stderr
+    stop = subprocess.run([*CLI, "stop", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert stop.returncode == 0, stop.stderr
+    assert ns not in {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)} and not (tmp_path / "canary.json").exists()

@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from dra_harness.errors import HarnessError, InputError
 from dra_harness.kube import builders, rest
@@ -49,8 +50,13 @@ def start(kubeconfig: Path | None, context: str | None, run_dir: Path, device_cl
     run_id = uuid.uuid4().hex[:12]
     namespace = f"dra-canary-{run_id}"
     labels = {RUN_LABEL: run_id, CANARY_LABEL: "true"}
-    kube.create(rest.NAMESPACES, {"metadata": {"name": namespace, "labels": labels}})
+    record: dict[str, Any] = {"run_id": run_id, "namespace": namespace, "kubeconfig": str(kubeconfig) if kubeconfig else None,
+              "context": context, "device_class": device_class, "image": image, "started": time.time(), "snapshot": None}
+    # Recorded before anything is created: a start killed part-way (even kill -9) can still be stopped.
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _write(run_dir, record)
     try:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": namespace, "labels": labels}})
         kube.create(rest.RESOURCE_CLAIM_TEMPLATES,
                     builders.claim_template("one-gpu", run_id, [workloads.request(1, device_class)]), namespace)
         for claim, count in (("shared", 1), ("pair", 2)):
@@ -62,19 +68,28 @@ def start(kubeconfig: Path | None, context: str | None, run_dir: Path, device_cl
         taken = snapshot.take(kube, namespace, {})
     except BaseException:
         _delete(kube, namespace)
+        (run_dir / STATE).unlink(missing_ok=True)
         raise
-    record = {"run_id": run_id, "namespace": namespace, "kubeconfig": str(kubeconfig) if kubeconfig else None,
-              "context": context, "device_class": device_class, "image": image, "started": time.time(),
-              "snapshot": asdict(taken)}
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / STATE).write_text(json.dumps(record, indent=2))
+    record["snapshot"] = asdict(taken)
+    _write(run_dir, record)
     return record
 
 
-def load(run_dir: Path) -> dict:
+def _write(run_dir: Path, record: dict) -> None:
+    tmp = run_dir / f".{STATE}.tmp"
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(run_dir / STATE)
+
+
+def load(run_dir: Path, started: bool = True) -> dict:
+    """The canary record of ``run_dir``; with ``started``, only one whose start finished (it has a snapshot)."""
     try:
         record = json.loads((run_dir / STATE).read_text())
-        record["snapshot"] = snapshot.Snapshot(**record["snapshot"])
+        if record["snapshot"] is not None:
+            record["snapshot"] = snapshot.Snapshot(**record["snapshot"])
+        elif started:
+            raise CanaryError(f"{run_dir / STATE}: `canary start` did not finish (interrupted or killed); "
+                              f"`dra-harness canary stop {run_dir}` removes what it created")
         return record
     except FileNotFoundError:
         raise CanaryError(f"{run_dir}: no {STATE}; start a canary with `dra-harness canary start --run-dir {run_dir}`") from None
@@ -109,8 +124,8 @@ def verify(run_dir: Path, kubeconfig: Path | None = None) -> dict:
 
 
 def stop(run_dir: Path, kubeconfig: Path | None = None) -> str:
-    """Delete the canaries' namespace and wait until it is gone; the record goes last."""
-    record = load(run_dir)
+    """Delete the canaries' namespace and wait until it is gone (a start that did not finish too); the record goes last."""
+    record = load(run_dir, started=False)
     kube = _kube(record, kubeconfig)
     _delete(kube, record["namespace"])
     (run_dir / STATE).unlink()
