@@ -65,7 +65,8 @@ def test_an_in_place_upgrade_keeps_every_claim_device_and_container_and_lists_ea
 
 
 def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_path):
-    faults = ["claim-replaced"] + (["container-restart", "cdi-removed", "driver-gone-at-unprepare"] if REAL else [])
+    faults = ["claim-replaced", "class-typo", "stored-unserved"] + (
+        ["container-restart", "cdi-removed", "driver-gone-at-unprepare"] if REAL else [])
     proc, body = _upgrade(tmp_path, *(a for f in faults for a in ("--inject", f)))
     assert proc.returncode == 1, proc.stdout[-4000:]
     broken = {i["name"]: i["breaches"] for i in body["invariants"]}
@@ -75,8 +76,11 @@ def test_faults_injected_between_steps_fail_the_upgrade_and_each_is_named(tmp_pa
         assert any("restarted: restarts 0 -> 1" in b for b in broken["containers"]), broken
         assert any("was removed (the claim was unprepared)" in b for b in broken["prepared"]), broken
         assert any("was not unprepared after its pod ended" in b for b in broken["unprepared"]), broken
-    # Only what was injected breaks: the rest of the upgrade held.
-    assert not broken["allocates"] and not broken["storage"], broken
+    # The selector typo blocked allocation at the last step only, and the object stored behind the API
+    # server's back is the only storage breach: only what was injected breaks.
+    last = body["steps"][-1]["process"]
+    assert broken["allocates"] and all(b.startswith(f"after {last}: ") for b in broken["allocates"]), broken
+    assert broken["storage"] == ["resourceclaims stored as resource.k8s.io/v1alpha2, which the new API server does not serve"], broken
     assert len(body["injected"]) == len(faults)
     report = json.loads((tmp_path / "summary.json").read_text())
     assert report["verdict"] == "FAIL" and any(f["concern"] == "upgrade" and f["severity"] == "failure" for f in report["findings"])

@@ -72,7 +72,8 @@ def print_result(result: runner.UpgradeResult) -> None:
               help="The run directory: upgrade/ holds the evidence, signoff.html the report (default: reports/out/<run-id>).")
 @click.option("--inject", multiple=True, type=click.Choice(sorted(faults.FAULTS)),
               help="Negative control: cause this fault after the first step (driver-gone-at-unprepare: during the "
-                   "unprepared check); the run must then exit 1.")
+                   "unprepared check; class-typo: for the last step; stored-unserved: while storage is read); "
+                   "the run must then exit 1.")
 def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
             unsupported_skew: bool, driver_daemonset: str | None, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
     """Upgrade an embedded cluster in place with claims held throughout: Kubernetes to the next minor

@@ -1,12 +1,15 @@
 """Faults injected between two upgrade steps, so that each invariant is seen to catch what it guards.
 
-These are the negative controls of ``dra-harness upgrade --inject``: a container killed on a real
-node (the kubelet restarts it: new container ID, restart count 1) and a claim replaced under the
-same name (new uid; its pod recreated). A run with a fault must exit 1 naming it.
+These are the negative controls of ``dra-harness upgrade --inject``, one or more per invariant: a
+container killed on a real node (the kubelet restarts it: new container ID, restart count 1), a
+claim replaced under the same name (new uid; its pod recreated), a CDI spec removed, the driver gone
+while a claim should be unprepared, a DeviceClass selector typo (new claims cannot allocate), and an
+object stored in a version the new API server does not serve. A run with a fault must exit 1 naming it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,17 +20,25 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion, wait_for_object
 from dra_harness.providers.embedded import realcluster
 from dra_harness.providers.embedded.cluster import LocalCluster
-from dra_harness.upgrade.workloads import GPU_CONFIG, RUNNING_DEADLINE_S, Workloads, request
+from dra_harness.upgrade.workloads import DEVICE_CLASS, GPU_CONFIG, RUNNING_DEADLINE_S, Workloads, request
 
 FAULTS = {
     "container-restart": "kill the first container of a pod on a real node (the kubelet restarts it)",
     "claim-replaced": "delete the configured claim and its pod, and create both again under the same names",
     "cdi-removed": "remove the CDI spec the driver wrote for a claim on a real node (what a reboot does to /var/run)",
     "driver-gone-at-unprepare": "stop the real node's driver while the unprepare check ends a pod (started again after)",
+    "class-typo": "give the DeviceClass a selector typo for the last step (no new claim can allocate), then put it back",
+    "stored-unserved": "put a ResourceClaim stored as resource.k8s.io/v1alpha2 into etcd while the storage versions are read",
 }
 NEEDS_REAL_NODE = ("container-restart", "cdi-removed", "driver-gone-at-unprepare")
-#: Faults caused at the unprepare check rather than after the first step.
+#: Faults caused at the unprepare check, around the last step, or around the storage read, rather than after the first step.
 AT_UNPREPARE = ("driver-gone-at-unprepare",)
+AT_LAST_STEP = ("class-typo",)
+AT_STORAGE_READ = ("stored-unserved",)
+#: How long the last step's probe waits under ``class-typo``: it must fail, and a driver step's probe runs in 0.2 s.
+BLOCKED_PROBE_S = 20.0
+#: A version no release we build serves (removed in v1.32), so no API server can read the object back.
+UNSERVED_VERSION = "resource.k8s.io/v1alpha2"
 
 
 @contextmanager
@@ -43,6 +54,41 @@ def at_unprepare(names: tuple[str, ...], cluster: LocalCluster, node: str, done:
         yield
     finally:
         cluster.start_driver(node)
+
+
+@contextmanager
+def around_last_step(names: tuple[str, ...], kube: Kube, done: list[str]) -> Iterator[float | None]:
+    """With ``class-typo``: the DeviceClass's selector names a driver that does not exist for the body
+    (yields the probe deadline to use), and is put back after. Otherwise yields None."""
+    if "class-typo" not in names:
+        yield None
+        return
+    original = kube.get(rest.DEVICE_CLASSES, DEVICE_CLASS)["spec"]["selectors"]
+    typo = [{"cel": {"expression": "device.driver == 'gpu.exmaple.com'"}}]
+    kube.patch(rest.DEVICE_CLASSES, DEVICE_CLASS, {"spec": {"selectors": typo}})
+    done.append(f"gave DeviceClass {DEVICE_CLASS} the selector {typo[0]['cel']['expression']!r} for the last step")
+    try:
+        yield BLOCKED_PROBE_S
+    finally:
+        kube.patch(rest.DEVICE_CLASSES, DEVICE_CLASS, {"spec": {"selectors": original}})
+
+
+@contextmanager
+def around_storage_read(names: tuple[str, ...], cluster: LocalCluster, namespace: str, done: list[str]) -> Iterator[None]:
+    """With ``stored-unserved``: a ResourceClaim stored in a version the new API server cannot serve is in
+    etcd while the body reads the storage versions, and deleted after."""
+    if "stored-unserved" not in names:
+        yield
+        return
+    etcd = cluster.etcd()
+    key = f"/registry/resourceclaims/{namespace}/stored-unserved"
+    etcd.put(key, json.dumps({"apiVersion": UNSERVED_VERSION, "kind": "ResourceClaim",
+                              "metadata": {"name": "stored-unserved", "namespace": namespace}, "spec": {}}))
+    done.append(f"stored {key} as {UNSERVED_VERSION} in etcd")
+    try:
+        yield
+    finally:
+        etcd.delete(key)
 
 
 def check(names: tuple[str, ...], real_nodes: int, driver_daemonset: bool = False) -> None:

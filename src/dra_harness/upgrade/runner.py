@@ -74,7 +74,7 @@ class StepResult:
     serving_after_s: float
     #: From the step's start until a new claim's pod ran; None when none did.
     first_allocation_after_s: float | None
-    #: Real node -> seconds until a new pod with a claim ran there (after control-plane and kubelet steps).
+    #: Real node -> seconds until a new pod with a claim ran there (after the scheduler, a kubelet or a driver DaemonSet).
     real_node_pod_s: dict[str, float] = field(default_factory=dict)
     broken: dict[str, list[str]] = field(default_factory=dict)
     #: The Warning events of the step's probe pods: why a new claim's pod was slow to run.
@@ -252,15 +252,20 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
                            sp.driver_from if sp.and_back else None, pod_nodes)
         for i, step in enumerate(steps):
             say(f"step {i + 1}/{len(steps)}: {step.process} -> v{step.version}")
-            result.steps.append(_step(cluster, kube, step, binaries[step.version], w, cs, t0, i, baseline, cdi_dirs))
+            last = sp.inject if i == len(steps) - 1 else ()
+            with faults.around_last_step(last, kube, result.injected) as probe_deadline:
+                result.steps.append(_step(cluster, kube, step, binaries[step.version], w, cs, t0, i, baseline, cdi_dirs,
+                                          probe_deadline or workloads.RUNNING_DEADLINE_S))
             if i == 0:  # a fault is judged by the next step's snapshot, like any other change
-                for fault in (f for f in result.spec.inject if f not in faults.AT_UNPREPARE):
+                later = (*faults.AT_UNPREPARE, *faults.AT_LAST_STEP, *faults.AT_STORAGE_READ)
+                for fault in (f for f in result.spec.inject if f not in later):
                     say(f"injecting fault {fault}")
                     result.injected.append(faults.inject(fault, cluster, kube, w))
     finally:
         sampler.stop()
     result.slice_gaps = slices.gaps(sampler.samples, cs.gpus_per_node)
-    result.stored_after = _stored(cluster)
+    with faults.around_storage_read(sp.inject, cluster, namespace, result.injected):
+        result.stored_after = _stored(cluster)
     result.served_after = _served(kube)
     result.timings["steps_s"] = time.monotonic() - t0
     if cs.real_nodes:
@@ -316,7 +321,8 @@ def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:
 
 
 def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w: workloads.Workloads, cs: ClusterSpec,
-          t0: float, index: int, baseline: snapshot.Snapshot, cdi_dirs: dict[str, Path]) -> StepResult:
+          t0: float, index: int, baseline: snapshot.Snapshot, cdi_dirs: dict[str, Path],
+          probe_deadline: float = workloads.RUNNING_DEADLINE_S) -> StepResult:
     started = time.monotonic()
     if step.daemonset_node:
         stop_s, serving = driver_daemonset.roll(cluster, kube, step.daemonset_node, step.version, new[step.binary])
@@ -326,14 +332,15 @@ def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w:
     first_after: float | None = None
     warnings: list[str] = []
     try:
-        workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}", warnings=warnings)
+        workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}", timeout=probe_deadline, warnings=warnings)
         first_after = round(time.monotonic() - started, 3)
     except HarnessError as e:  # a failure to allocate is the finding, with its reason
         broken["allocates"].append(f"a new claim's pod did not run: {e}")
     real: dict[str, float] = {}
     for n in _real_probe_nodes(step, cs):
         try:
-            real[n] = round(workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}-{n}", node=n, warnings=warnings), 3)
+            real[n] = round(workloads.probe(kube, w.run_id, w.namespace, f"probe-{index}-{n}", node=n, timeout=probe_deadline,
+                                            warnings=warnings), 3)
         except HarnessError as e:
             broken["allocates"].append(f"a new claim's pod did not run on {n}: {e}")
     broken.update(snapshot.differences(baseline, snapshot.take(kube, w.namespace, cdi_dirs)))

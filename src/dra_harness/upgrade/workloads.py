@@ -15,6 +15,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import events_for, wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion, watch_until
+from dra_harness.errors import HarnessError
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.hardware import devices_by_node
 
@@ -84,7 +85,11 @@ def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None =
     started = time.monotonic()
     kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": "one-gpu"}}, node_name=node,
                                         image=image), namespace)
-    wait_running(kube, namespace, name, timeout)
+    try:
+        wait_running(kube, namespace, name, timeout)
+    except HarnessError:
+        kube.delete(rest.PODS, name, namespace)  # or it would take a device once it can
+        raise
     took = time.monotonic() - started
     if warnings is not None:
         warnings += [f"{name}: {e.get('reason')}: {e.get('message', '')[:200]}"

@@ -1,10 +1,12 @@
 """The example driver on a real node as a DaemonSet's pod, and that DaemonSet's rolling update.
 
 Why: a real cluster runs its DRA driver as a DaemonSet and upgrades it by changing the image.
-The rollout then deletes the old pod (the kubelet stops its container; the plugin deregisters)
-before it creates the new one (``maxUnavailable: 1``, no surge), so the node has no driver for a
-while, and what the kubelet does with the node's ResourceSlices and prepared claims meanwhile is
-what a team must know. A process swap does not show that; a real node running the pod does.
+How the rollout replaces the pod decides what the node goes through: with the chart's surge the
+new plugin registers beside the old one (under its pod UID) before the old pod goes; with a
+DaemonSet's default the old pod goes first (the kubelet stops it; the plugin deregisters) and the
+node has no driver until the new one registers. What the kubelet does with the node's
+ResourceSlices, prepared claims and new pods meanwhile is what a team must know. A process swap
+does not show that; a real node running the pod does.
 
 The DaemonSet is pinned to one real node: every real node of the embedded cluster is the same
 host, so a hostPath (the kubelet's root, the CDI directory) can name only one node's directories.

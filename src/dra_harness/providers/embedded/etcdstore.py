@@ -4,7 +4,8 @@ Why read etcd: the API server converts on read, so a GET always answers in the v
 for and never says how the object is stored. After an upgrade, objects written by the old
 release stay encoded in its storage version until something rewrites them; only etcd shows
 that. etcd serves its v3 API as JSON (grpc-gateway) on the client URL; the API server's client
-certificate is the one the etcd CA signed for that, and nothing here writes.
+certificate is the one the etcd CA signed for that. The only writes are a negative control's: an
+object stored in a version no API server serves, put and deleted again around one read.
 
 The API server stores protobuf as ``k8s\\x00`` followed by a ``runtime.Unknown`` message whose
 field 1 is the ``TypeMeta`` (field 1 apiVersion, field 2 kind); JSON-stored objects carry
@@ -79,16 +80,24 @@ class EtcdReader:
         self.context = ssl.create_default_context(cafile=str(ca))
         self.context.load_cert_chain(str(cert), str(key))
 
+    def _call(self, method: str, body: dict[str, str]) -> dict:
+        encoded = {k: base64.b64encode(v.encode() if isinstance(v, str) else v).decode() for k, v in body.items()}
+        req = urllib.request.Request(f"{self.url}/v3/kv/{method}", data=json.dumps(encoded).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=self.context, timeout=10) as r:
+            return json.loads(r.read())
+
     def range(self, prefix: str) -> dict[str, bytes]:
         """key -> value of every key under ``prefix``."""
-        body = json.dumps({
-            "key": base64.b64encode(prefix.encode()).decode(),
-            "range_end": base64.b64encode(_prefix_end(prefix.encode())).decode(),
-        }).encode()
-        req = urllib.request.Request(f"{self.url}/v3/kv/range", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, context=self.context, timeout=10) as r:
-            answer = json.loads(r.read())
+        answer = self._call("range", {"key": prefix, "range_end": _prefix_end(prefix.encode()).decode()})
         return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")) for kv in answer.get("kvs") or []}
+
+    def put(self, key: str, value: str) -> None:
+        """Store ``value`` at ``key`` behind the API server's back (a negative control's fault)."""
+        self._call("put", {"key": key, "value": value})
+
+    def delete(self, key: str) -> None:
+        self._call("deleterange", {"key": key})
 
     def stored_versions(self, prefix: str) -> dict[str, str]:
         """key -> the ``apiVersion`` it is stored under, for every key under ``prefix``."""
