@@ -30,7 +30,12 @@ def test_contention_run_writes_the_design_comparison(small_cluster, tmp_path):
         assert set(result) >= CONTRACT
         assert result["jobs_lost"] == 0 and result["jobs_completed"] == result["jobs_total"] == 7
         assert {t["tier"] for t in result["tiers"]} == {"hi", "lo"}
-        assert all(t["verdict"] in ("meets", "misses") for t in result["tiers"])
+        assert all(t["verdict"] in ("meets", "misses", "not established") for t in result["tiers"])
+        # The floor was measured and recorded, and decides which tiers get a verdict.
+        floor = result["floor"]
+        assert floor["samples"] == 20 and 0 < floor["wall_s"]["p50"] <= floor["wall_s"]["p95"], floor
+        for t in result["tiers"]:
+            assert (t["verdict"] == "not established") == (t["tolerable_wait_s"] <= floor["established_above_s"]), (t, floor)
         probe = result["preemption_probe"]
         assert isinstance(probe["freed_by_preemption"], bool) and probe["scheduler_message"]
         for png in result["plots"].values():
@@ -38,6 +43,22 @@ def test_contention_run_writes_the_design_comparison(small_cluster, tmp_path):
     reserved = json.loads((tmp_path / "contention" / "small-reserved.json").read_text())
     assert reserved["reserved_devices"] == 4 and reserved["idle_reserved_device_s"] > 0
     assert "meets" in out.stdout or "misses" in out.stdout
+
+
+def test_a_tolerable_wait_below_the_floor_is_not_established_at_either_compression(small_cluster, tmp_path):
+    scenario = ROOT / "fixtures" / "contention" / "floor" / "below-floor.yaml"
+    out = subprocess.run([*CLI, "contention", "run", str(scenario), "--no-probe", "--check-compression",
+                          "--cluster-name", small_cluster.name, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for folder, compression in (("contention", 36000), ("contention-at-18000x", 18000)):
+        result = json.loads((tmp_path / folder / "below-floor-shared.json").read_text())
+        verdicts = {t["tier"]: t["verdict"] for t in result["tiers"]}
+        assert result["time_compression"] == compression and result["floor"]["time_compression"] == compression
+        # 2 scenario minutes is milliseconds of wall time: below any control plane's floor.
+        assert verdicts["hi"] == "not established" and verdicts["lo"] in ("meets", "misses"), (verdicts, result["floor"])
+        assert result["jobs_lost"] == 0
+    assert "every established verdict held" in out.stdout and "not established" in out.stdout
 
 
 def test_bench_allocation_prints_percentiles(small_cluster, tmp_path):

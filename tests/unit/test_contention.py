@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from dra_harness.cli.app import main
-from dra_harness.contention import metrics
+from dra_harness.contention import compare, metrics
+from dra_harness.contention import floor as floor_mod
 from dra_harness.contention.plan import plan
 from dra_harness.contention.recorder import Hold, JobRecord
 from dra_harness.contention.scenario import ScenarioError, load, seconds
@@ -97,6 +98,33 @@ def test_tier_verdict_uses_scenario_time_and_lost_jobs():
     assert tiers["hi"]["verdict"] == "misses" and tiers["hi"]["over_tolerable"] == len(jobs)
     tiers = {t["tier"]: t for t in metrics.tiers(sc, jobs, fast, {jobs[0].name: "never created"})}
     assert tiers["hi"]["verdict"] == "misses" and tiers["hi"]["lost"] == 1
+
+
+def test_a_tolerable_wait_within_ten_floors_gets_no_verdict_either_way():
+    sc = load(ROOT / "suites" / "contention-small.yaml")   # compression 600: hi tolerates 5 min, lo 2 h
+    jobs = plan(sc)
+    fast = {j.name: JobRecord(j.name, created=0.0, running=0.1, completed=1.0) for j in jobs}
+    slow = {j.name: JobRecord(j.name, created=0.0, running=20.0, completed=21.0) for j in jobs}  # 200 scenario minutes
+    # A 0.1 s wall floor is 1 scenario minute at 600x: a verdict needs a tolerable wait above 10 minutes.
+    floor = floor_mod.summarise([0.05] * 10 + [0.1] * 10, sc.time_compression)
+    assert floor["p95_s"] == pytest.approx(60) and floor["established_above_s"] == pytest.approx(600)
+    for records in (fast, slow):
+        tiers = {t["tier"]: t for t in metrics.tiers(sc, jobs, records, {}, floor["established_above_s"])}
+        assert tiers["hi"]["verdict"] == "not established"
+        assert tiers["lo"]["verdict"] == ("meets" if records is fast else "misses")
+    # Negative control: without the floor the same fast run is judged, so the floor is what withheld it.
+    assert {t["tier"]: t["verdict"] for t in metrics.tiers(sc, jobs, fast, {})}["hi"] == "meets"
+
+
+def test_only_a_verdict_established_at_both_compressions_can_flip():
+    def run(compression: float, **verdicts: str) -> list[dict]:
+        return [{"design": "shared", "time_compression": compression,
+                 "tiers": [{"tier": k, "verdict": v} for k, v in verdicts.items()]}]
+
+    assert compare.flips(run(300, hi="meets", lo="misses"), run(150, hi="meets", lo="misses")) == []
+    assert compare.flips(run(300, hi="not established", lo="misses"), run(150, hi="meets", lo="misses")) == []
+    assert compare.flips(run(300, hi="meets", lo="misses"), run(150, hi="misses", lo="misses")) == [
+        "shared / hi: meets at 300x, misses at 150x"]
 
 
 def test_utilisation_and_idle_reserved_capacity():

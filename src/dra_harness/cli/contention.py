@@ -8,10 +8,12 @@ figures and JSON under a run directory.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -32,7 +34,8 @@ from dra_harness.components import catalog
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 from dra_harness.contention import bench as bench_mod
-from dra_harness.contention import runner
+from dra_harness.contention import compare, runner
+from dra_harness.contention import floor as floor_mod
 from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
 from dra_harness.contention.topology import Topology
 
@@ -65,14 +68,15 @@ def _progress() -> Progress:
 
 
 def print_table(results: list[dict]) -> None:
-    table = Table(title="contention: waits in scenario minutes (p95 within tolerable and nothing lost = meets)")
+    table = Table(title="contention: waits in scenario minutes (p95 within tolerable and nothing lost = meets; "
+                        "tolerable within ten control-plane floors = not established)")
     for col in ("design", "tier", "prio", "jobs", "p50", "p95", "p99", "max", "tolerable", "over", "verdict"):
         table.add_column(col, justify="left" if col in ("design", "tier", "verdict") else "right")
     m = lambda s: "-" if s is None else f"{s / 60:.1f}"  # noqa: E731
     for r in results:
         for t in r["tiers"]:
             w = t["wait_s"]
-            colour = "green" if t["verdict"] == "meets" else "red"
+            colour = {"meets": "green", "misses": "red"}.get(t["verdict"], "yellow")
             table.add_row(r["design"], t["tier"], str(t["priority"]), str(t["jobs"]), m(w["p50"]), m(w["p95"]),
                           m(w["p99"]), m(w["max"]), m(t["tolerable_wait_s"]), str(t["over_tolerable"]),
                           f"[{colour}]{t['verdict']}[/]")
@@ -95,9 +99,14 @@ def contention() -> None:
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.option("--probe/--no-probe", default=True, show_default=True, help="Run the preemption probe first.")
+@click.option("--check-compression", is_flag=True,
+              help="Run the scenario again at half its time compression; exit 1 if an established verdict flips.")
 def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cluster_name: str | None,
-                   out_dir: str | None, probe: bool) -> None:
-    """Run SCENARIO under each design; print per-tier waits; write JSON and PNGs to the run directory."""
+                   out_dir: str | None, probe: bool, check_compression: bool) -> None:
+    """Run SCENARIO under each design; print per-tier waits; write JSON and PNGs to the run directory.
+
+    The control plane's floor is measured first: a tier whose tolerable wait is within ten floors
+    gets "not established" rather than a verdict that would rest on this machine's speed."""
     sc = load(scenario)
     chosen = list(designs) or [d for d in DESIGNS if d in sc.designs]
     missing = [d for d in chosen if d not in sc.designs]
@@ -105,7 +114,8 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
         raise ScenarioError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
-    results = []
+    compressions = [sc.time_compression] + ([sc.time_compression / 2] if check_compression else [])
+    runs: list[list[dict]] = []
     with _cluster(cluster_name, k8s_version) as (kube, version):
         topo = Topology(kube, sc, run_id)
         try:
@@ -118,15 +128,39 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
                               f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
                               f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
-            for design in chosen:
-                with _progress() as bar:
-                    task = bar.add_task(f"{sc.name} / {design}: jobs settled", total=sc.jobs_total)
-                    results.append(runner.run_design(kube, topo, design, out, version, probe_result,
-                                                     progress=lambda d, n, total, task=task: bar.update(task, completed=n)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+            with console.status(f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"):
+                walls = floor_mod.measure(kube, topo)
+            for compression in compressions:
+                topo.scenario = replace(sc, time_compression=compression)
+                floor = floor_mod.summarise(walls, compression)
+                print_floor(floor)
+                where = out if compression == sc.time_compression else out.parent / f"contention-at-{compression:g}x"
+                runs.append([])
+                for design in chosen:
+                    with _progress() as bar:
+                        task = bar.add_task(f"{sc.name} / {design} at {compression:g}x: jobs settled", total=sc.jobs_total)
+                        runs[-1].append(runner.run_design(kube, topo, design, where, version, probe_result, floor=floor,
+                                                          progress=lambda d, n, total, task=task: bar.update(task, completed=n)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+                print_table(runs[-1])
         finally:
+            topo.scenario = sc
             topo.delete()
-    print_table(results)
     console.print(f"JSON and figures: {out}")
+    if check_compression:
+        flips = compare.flips(runs[0], runs[1])
+        for f in flips:
+            console.print(f"[red]verdict flipped[/] {f}", highlight=False)
+        console.print(f"compression check ({compressions[0]:g}x vs {compressions[1]:g}x): "
+                      + (f"{len(flips)} verdict(s) flipped" if flips else "every established verdict held"), highlight=False)
+        if flips:
+            sys.exit(1)
+
+
+def print_floor(floor: dict) -> None:
+    w = floor["wall_s"]
+    console.print(f"control-plane floor at {floor['time_compression']:g}x: p95 {w['p95']:.2f} s wall "
+                  f"({floor['samples']} jobs one at a time; p50 {w['p50']:.2f} s) = {floor['p95_s'] / 60:.1f} scenario min; "
+                  f"a tolerable wait needs to exceed {floor['established_above_s'] / 60:.1f} min for a verdict", highlight=False)
 
 
 @click.command("allocation")

@@ -2,7 +2,8 @@
 
 Waits are *scenario* seconds (wall seconds x time_compression), the unit tolerable
 waits are written in; ``wait_wall_s`` keeps the measured wall-clock figures. A tier
-meets its tolerable wait when its p95 wait is within it and none of its jobs was lost.
+meets its tolerable wait when its p95 wait is within it and none of its jobs was lost, unless
+that wait is within the control plane's floor at this compression: then "not established".
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from collections.abc import Iterable
 from dra_harness.contention.plan import Job
 from dra_harness.contention.recorder import Hold, JobRecord
 from dra_harness.contention.scenario import Scenario
+
+
+#: The verdict of a tier whose tolerable wait is within the control plane's floor (:mod:`.floor`).
+NOT_ESTABLISHED = "not established"
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -80,7 +85,10 @@ def idle_reserved(holds: list[Hold], reserved: set[str], t0: float, t_end: float
     return round((len(reserved) * (t_end - t0) - busy) * compression, 1)
 
 
-def tiers(scenario: Scenario, jobs: list[Job], records: dict[str, JobRecord], lost: dict[str, str]) -> list[dict]:
+def tiers(scenario: Scenario, jobs: list[Job], records: dict[str, JobRecord], lost: dict[str, str],
+          established_above_s: float | None = None) -> list[dict]:
+    """Per tier: waits, jobs over the tolerable wait, and the verdict. A tolerable wait not above
+    ``established_above_s`` (the floor times its factor, scenario seconds) gets no verdict: "not established"."""
     out = []
     for t in scenario.tiers:
         mine = [j for j in jobs if j.tier == t.name]
@@ -90,6 +98,9 @@ def tiers(scenario: Scenario, jobs: list[Job], records: dict[str, JobRecord], lo
         tier_lost = sum(1 for j in mine if j.name in lost)
         p95 = percentile(waits, 95)
         meets = tier_lost == 0 and p95 is not None and p95 <= t.tolerable_wait_s
+        verdict = "meets" if meets else "misses"
+        if established_above_s is not None and t.tolerable_wait_s <= established_above_s:
+            verdict = NOT_ESTABLISHED
         out.append({
             "tier": t.name, "priority": t.priority, "jobs": len(mine), "devices_per_job": t.devices_per_job,
             "wait_s": {k: _r(percentile(waits, q), 1) for k, q in (("p50", 50), ("p95", 95), ("p99", 99))}
@@ -97,7 +108,7 @@ def tiers(scenario: Scenario, jobs: list[Job], records: dict[str, JobRecord], lo
             "wait_wall_s": {k: _r(percentile(walls, q)) for k, q in (("p50", 50), ("p95", 95), ("p99", 99))}
             | {"max": _r(max(walls)) if walls else None},
             "tolerable_wait_s": t.tolerable_wait_s, "over_tolerable": over + tier_lost, "lost": tier_lost,
-            "verdict": "meets" if meets else "misses",
+            "verdict": verdict,
         })
     return out
 

@@ -96,10 +96,13 @@ def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, t
 
 def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str,
                probe: dict | None = None, progress: Progress | None = None,
-               inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0) -> dict:
+               inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0,
+               floor: dict | None = None) -> dict:
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
-    ``inject`` may alter the pod bodies before they are sent (negative controls).
+    ``inject`` may alter the pod bodies before they are sent (negative controls). ``floor`` (from
+    :func:`dra_harness.contention.floor.measure`) withholds the verdict of a tier whose tolerable
+    wait is within it.
     """
     sc: Scenario = topo.scenario
     if design not in sc.designs:
@@ -156,7 +159,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         "nodes": sc.nodes, "devices": sc.total_devices, "reserved_devices": len(reserved),
         "design_violations": topo.violations(design, {j.name: (j.tier, records[j.name].devices)
                                                        for j in jobs if j.name in records})[:20],
-        "tiers": metrics.tiers(sc, jobs, records, lost),
+        "tiers": metrics.tiers(sc, jobs, records, lost, floor["established_above_s"] if floor else None),
+        "floor": floor,
         "utilisation": util,
         "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, sc.time_compression),
         "preemption_probe": probe,

@@ -170,9 +170,13 @@ def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:
         if c["id"] == "contention" and runs:
             for r in runs:
                 misses = [t["tier"] for t in r["tiers"] if t.get("verdict") == "misses"]
+                unknown = [t["tier"] for t in r["tiers"] if t.get("verdict") == "not established"]
+                judged = "; every other tier meets its tolerable wait" if unknown else "; every tier meets its tolerable wait"
                 c["checks"].append({
                     "check": f"{r['scenario']} under design {r['design']}: {r.get('jobs_lost') or 0} jobs lost"
-                             + (f"; tiers over their tolerable wait: {', '.join(misses)}" if misses else "; every tier meets its tolerable wait"),
+                             + (f"; tiers over their tolerable wait: {', '.join(misses)}" if misses else judged)
+                             + (f"; not established (tolerable wait within ten control-plane floors at this compression): "
+                                f"{', '.join(unknown)}" if unknown else ""),
                     "nodeid": r["_file"], "outcome": "failed" if r.get("jobs_lost") else "passed",
                 })
             c["outcome"] = results.concern_outcome(c["checks"])
