@@ -30,6 +30,8 @@ KIND_VERSION = "0.33.0"
 HELM_VERSION = "3.22.0"
 CRI_TOOLS_VERSION = "1.37.0"
 COREDNS_VERSION = "1.14.6"
+#: The only Kueue release the Go proxy serves here (Dec 2026); its DRA quota is alpha (``DynamicResourceAllocation`` gate).
+KUEUE_VERSION = "0.17.0"
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,15 @@ COREDNS = Component(
 )
 
 
+KUEUE = Component(
+    name="kueue",
+    version=KUEUE_VERSION,
+    module="sigs.k8s.io/kueue",
+    binaries={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+    version_x=(f"sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}",),
+)
+
+
 def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool = False,
                 driver_version: str = EXAMPLE_DRIVER_VERSION) -> list[Component]:
     """Everything the embedded cluster runs, for one Kubernetes version (and example-driver release)."""
@@ -225,5 +236,5 @@ def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool 
 def all_components() -> list[Component]:
     """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
     drivers = [example_driver(v) for v in EXAMPLE_DRIVER_VERSIONS]
-    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, *drivers, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS]
+    return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, *drivers, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS, KUEUE]
 

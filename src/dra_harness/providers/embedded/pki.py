@@ -104,6 +104,16 @@ class PKI:
             ),
         )
 
+    def load(self) -> PKI:
+        """Read the authorities :meth:`create` wrote, to issue more certificates for a running cluster."""
+        for authority in (CLUSTER_CA, ETCD_CA):
+            cert = x509.load_pem_x509_certificate((self.root / f"{authority}.crt").read_bytes())
+            key = serialization.load_pem_private_key((self.root / f"{authority}.key").read_bytes(), password=None)
+            if not isinstance(key, ec.EllipticCurvePrivateKey):
+                raise ValueError(f"{self.root / authority}.key: not the EC key this PKI writes")
+            self._cas[authority] = (cert, key)
+        return self
+
     def _new_ca(self, authority: str, common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         key = _key()
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

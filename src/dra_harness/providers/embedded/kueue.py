@@ -1,0 +1,220 @@
+"""Kueue beside the embedded cluster, installed from its own release manifests, run as a process.
+
+Why Kueue: kube-scheduler does not preempt pods to free DRA devices, so a team that needs
+priority to free devices puts a queue in front of the scheduler; Kueue is the one the DRA KEP
+and the example driver's docs name, and it counts DRA devices against quota
+(``resources.deviceClassMappings``, behind its ``DynamicResourceAllocation`` gate).
+
+Why a process: every component of the embedded cluster is one, and no registry serves an
+image here. What the release installs comes from the Kueue module at the version we build:
+its CRDs with their conversion webhooks and its webhook configurations, unchanged except for
+where the webhooks are reached (a Service in the release; ``https://127.0.0.1:<port>`` here,
+with a serving certificate from the cluster's CA, since Kueue's own certificate management
+writes for a Service name the API server cannot reach here). Only the webhooks of what we
+enable are registered (Kueue's kinds and ``batch/v1`` Jobs): the others would intercept
+every pod and Deployment of the cluster for integrations that are off, and fail closed.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shlex
+import socket
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.components.gomod import module_source
+from dra_harness.errors import ClusterError
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import watch_until
+from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.embedded.pki import PKI
+from dra_harness.retrying import NotYet, until
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "kueue-system"
+PROCESS = "kueue"
+API = "kueue.x-k8s.io/v1beta2"
+#: The release's webhooks we register: Kueue's own kinds and the Job integration we enable.
+WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")
+CRDS = rest.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+MUTATING = rest.Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                         "MutatingWebhookConfiguration", False)
+VALIDATING = rest.Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                           "ValidatingWebhookConfiguration", False)
+WEBHOOK_CONFIGS = {"MutatingWebhookConfiguration": MUTATING, "ValidatingWebhookConfiguration": VALIDATING}
+READY_DEADLINE_S = 120.0
+METRICS_CERTS = "/etc/kueue/metrics/certs"
+
+
+def kueue_resource(plural: str, kind: str, namespaced: bool) -> rest.Resource:
+    return rest.Resource("kueue.x-k8s.io", "v1beta2", plural, kind, namespaced)
+
+
+CLUSTER_QUEUES = kueue_resource("clusterqueues", "ClusterQueue", False)
+LOCAL_QUEUES = kueue_resource("localqueues", "LocalQueue", True)
+RESOURCE_FLAVORS = kueue_resource("resourceflavors", "ResourceFlavor", False)
+WORKLOADS = kueue_resource("workloads", "Workload", True)
+
+
+@dataclass(frozen=True)
+class Kueue:
+    """A running Kueue: where its webhooks and probes listen, and what it registered."""
+
+    webhook_port: int
+    health_port: int
+    directory: Path
+    crds: tuple[str, ...]
+    webhook_configs: tuple[tuple[str, str], ...]  # (kind, name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _source() -> Path:
+    return module_source(catalog.KUEUE) / "config" / "components"
+
+
+def configuration(webhook_port: int, health_port: int, cert_dir: Path, device_class_mappings: dict[str, list[str]]) -> dict:
+    """Kueue's Configuration: the release's, but listening on loopback only, no leader election
+    (one replica), certificates from us, the Job integration only, and the DRA device mappings."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": ["batch/job"]},
+        "resources": {"deviceClassMappings": [{"name": name, "deviceClassNames": classes}
+                                              for name, classes in device_class_mappings.items()]},
+    }
+
+
+def _crds(source: Path, url: str, ca_bundle: str) -> list[dict]:
+    """The release's CRDs, with the conversion webhook its kustomization patches in where it does."""
+    kustomization = yaml.safe_load((source / "crd" / "kustomization.yaml").read_text())
+    patches = [source / "crd" / p["path"] for p in kustomization.get("patches") or [] if "webhook_in_" in p.get("path", "")]
+    patched = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in patches}
+    out = []
+    for path in sorted((source / "crd" / "bases").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        if crd["metadata"]["name"] in patched:
+            crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+                "clientConfig": {"url": f"{url}/convert", "caBundle": ca_bundle}, "conversionReviewVersions": ["v1"]}}
+        out.append(crd)
+    return out
+
+
+def _webhook_configs(source: Path, url: str, ca_bundle: str) -> list[dict]:
+    """The release's webhook configurations, reached at ``url``, for :data:`WEBHOOK_GROUPS` only."""
+    out = []
+    for doc in yaml.safe_load_all((source / "webhook" / "manifests.yaml").read_text()):
+        if not doc:
+            continue
+        hooks = [h for h in doc["webhooks"] if set(h["rules"][0]["apiGroups"]) <= set(WEBHOOK_GROUPS)]
+        for h in hooks:
+            h["clientConfig"] = {"url": url + h["clientConfig"]["service"]["path"], "caBundle": ca_bundle}
+        doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
+        doc["webhooks"] = hooks
+        out.append(doc)
+    return out
+
+
+def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, list[str]], dra: bool = True) -> Kueue:
+    """Install Kueue's CRDs and webhooks on ``cluster`` and start it; returns once its webhooks answer.
+    ``dra`` False leaves Kueue's DynamicResourceAllocation gate off: devices are then not counted."""
+    st = cluster.state()
+    if st is None:
+        raise ClusterError(f"cluster {cluster.name!r} is not up")
+    binary = builder.build_all([catalog.KUEUE])[catalog.KUEUE.dirname].binary("kueue")
+    source = _source()
+    directory = cluster.state_dir / "kueue"
+    certs = directory / "certs"
+    certs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    directory.chmod(0o700)
+    serving = PKI(cluster.state_dir / "pki").load().issue("kueue-webhook", "kueue-webhook", hosts=("127.0.0.1",), client=False)
+    (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
+    (certs / "tls.key").write_bytes(serving.key.read_bytes())
+    (certs / "tls.key").chmod(0o600)
+    ca_bundle = base64.b64encode((cluster.state_dir / "pki" / "ca.crt").read_bytes()).decode()
+    webhook_port, health_port = _free_port(), _free_port()
+    url = f"https://127.0.0.1:{webhook_port}"
+    config = directory / "config.yaml"
+    config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, certs, device_class_mappings)))
+
+    try:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    except rest.Conflict:
+        pass
+    crds = _crds(source, url, ca_bundle)
+    for crd in crds:
+        kube.create(CRDS, crd)
+    names = {c["metadata"]["name"] for c in crds}
+    watch_until(kube, CRDS, lambda items: names <= {c["metadata"]["name"] for c in items if _established(c)},
+                READY_DEADLINE_S, f"Kueue's {len(names)} CRDs to be established")
+    argv = [str(binary), f"--config={config}", f"--kubeconfig={cluster.kubeconfig}",
+            f"--feature-gates=DynamicResourceAllocation={str(dra).lower()},VisibilityOnDemand=false"]
+    cluster.supervisor.start(PROCESS, _with_metrics_certs(argv, directory, certs))
+    _wait_ready(health_port, time.monotonic() + READY_DEADLINE_S)
+    configs = _webhook_configs(source, url, ca_bundle)
+    for doc in configs:
+        kube.create(WEBHOOK_CONFIGS[doc["kind"]], doc)
+    return Kueue(webhook_port, health_port, directory, tuple(c["metadata"]["name"] for c in crds),
+                 tuple((d["kind"], d["metadata"]["name"]) for d in configs))
+
+
+def _established(crd: dict) -> bool:
+    return any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+def _with_metrics_certs(argv: list[str], directory: Path, certs: Path) -> list[str]:
+    """``argv`` run where ``/etc/kueue/metrics/certs`` holds our certificate. Kueue reads its metrics
+    certificate from that fixed path when it does not manage its own; rather than write into the host's
+    /etc, the process gets a private mount namespace with an overlay on /etc that only it sees."""
+    upper, work = directory / "etc-upper", directory / "etc-work"
+    for d in (upper, work):
+        d.mkdir(exist_ok=True, mode=0o700)
+    script = (f"mount -t overlay overlay -o lowerdir=/etc,upperdir={shlex.quote(str(upper))},workdir={shlex.quote(str(work))} /etc"
+              f" && mkdir -p {METRICS_CERTS} && cp {shlex.quote(str(certs))}/tls.crt {shlex.quote(str(certs))}/tls.key {METRICS_CERTS}/"
+              f" && exec {shlex.join(argv)}")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+
+def _wait_ready(port: int, deadline: float) -> None:
+    def ready() -> None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                if r.status != 200:
+                    raise NotYet(f"readyz answered {r.status}")
+        except OSError as e:
+            raise NotYet(f"kueue readyz: {e}") from None
+
+    until(deadline, 0.5, log, "Kueue to be ready")(ready)
+
+
+def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
+    """Webhooks first (they fail closed), then the process, then its CRDs (and every Kueue object with them)."""
+    for kind, name in kueue.webhook_configs:
+        try:
+            kube.delete(WEBHOOK_CONFIGS[kind], name)
+        except rest.NotFound:
+            pass
+    cluster.supervisor.stop(PROCESS, grace=10)
+    for name in kueue.crds:
+        try:
+            kube.delete(CRDS, name)
+        except rest.NotFound:
+            pass

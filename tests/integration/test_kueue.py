@@ -1,0 +1,119 @@
+"""Kueue v0.17.0 beside the embedded cluster: DRA devices count against a ClusterQueue's quota.
+
+Kueue runs as a process with its release's CRDs and webhooks. A Job holding both devices of the
+quota is admitted; a second Job asking for one more device stays suspended with Kueue's reason
+until the first ends, then runs. A DeviceClass Kueue does not map keeps its Job out (with Kueue's
+reason) rather than letting it in uncounted. Negative control: with Kueue's DRA gate off it counts
+no devices and admits the second Job at once, so the DRA quota is what held it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from dra_harness.kube import builders, rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import wait_for_object, watch_until
+from dra_harness.providers.embedded import kueue
+
+pytestmark = pytest.mark.cluster
+GPU = "example.com/gpu"
+CLASS = "gpu.example.com"
+
+
+def _queue(kube: Kube, ns: str, run_id: str) -> None:
+    kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor", "metadata": {"name": f"f-{ns}"}})
+    kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue", "metadata": {"name": f"cq-{ns}"}, "spec": {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": f"f-{ns}", "resources": [{"name": GPU, "nominalQuota": 2}]}]}],
+    }})
+    kube.create(kueue.LOCAL_QUEUES, {"apiVersion": kueue.API, "kind": "LocalQueue", "metadata": {"name": "lq"},
+                                     "spec": {"clusterQueue": f"cq-{ns}"}}, ns)
+    for devices in (1, 2):
+        kube.create(rest.RESOURCE_CLAIM_TEMPLATES,
+                    builders.claim_template(f"gpus-{devices}", run_id, [builders.exactly("gpu", CLASS, devices)]), ns)
+
+
+def _job(kube: Kube, ns: str, run_id: str, name: str, devices: int, run: str) -> None:
+    pod = builders.pod(name, run_id, claims={"gpu": {"template": f"gpus-{devices}"}}, run_duration=run)
+    kube.create(rest.JOBS, {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}}, "spec": {
+        "backoffLimit": 0, "template": {"metadata": {k: v for k, v in pod["metadata"].items() if k != "name"},
+                                        "spec": pod["spec"]}}}, ns)
+
+
+def _admitted(kube: Kube, ns: str, job: str, timeout: float = 60) -> None:
+    wait_for_object(kube, rest.JOBS, job, lambda j: j["spec"].get("suspend") is False, timeout,
+                    f"Kueue to admit job {ns}/{job}", namespace=ns)
+
+
+def _pending_reason(kube: Kube, ns: str, job: str, timeout: float = 30) -> str:
+    """The message of the QuotaReserved=False condition of ``job``'s Workload, once Kueue has written it."""
+    def mine(workloads: list[dict]) -> list[dict]:
+        return [w for w in workloads if any(o.get("name") == job for o in w["metadata"].get("ownerReferences", []))]
+
+    def pending(workloads: list[dict]) -> bool:
+        return any(c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message")
+                   for w in mine(workloads) for c in w.get("status", {}).get("conditions", []))
+
+    found = watch_until(kube, kueue.WORKLOADS, pending, timeout, f"Kueue to say why {ns}/{job} waits", namespace=ns)
+    return next(c["message"] for w in mine(found) for c in w["status"]["conditions"] if c["type"] == "QuotaReserved")
+
+
+@pytest.fixture
+def queue_namespace(small_cluster):
+    kube = small_cluster.kube()
+    ns = f"kueue-{uuid.uuid4().hex[:6]}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
+    yield kube, ns
+    kube.delete(rest.NAMESPACES, ns)
+
+
+def test_a_job_over_the_device_quota_waits_suspended_until_devices_are_returned(small_cluster, queue_namespace):
+    kube, ns = queue_namespace
+    running = kueue.start(small_cluster, kube, {GPU: [CLASS]})
+    try:
+        _queue(kube, ns, "kueue-test")
+        _job(kube, ns, "kueue-test", "big", 2, "8s")
+        _admitted(kube, ns, "big")
+        _job(kube, ns, "kueue-test", "small", 1, "2s")
+        # Held by quota, not by the scheduler: the Job stays suspended and its Workload says why.
+        reason = _pending_reason(kube, ns, "small")
+        print(f"Kueue on the job over quota: {reason}")
+        assert "insufficient" in reason.lower() and GPU in reason, reason
+        assert kube.get(rest.JOBS, "small", ns)["spec"]["suspend"] is True
+        # Once the big job's pod has completed, its devices go back to the quota and the small job runs.
+        _admitted(kube, ns, "small", timeout=60)
+        big = kube.get(rest.JOBS, "big", ns)
+        assert big["status"].get("succeeded") == 1, big["status"]
+    finally:
+        kueue.stop(small_cluster, kube, running)
+
+
+def test_a_device_class_kueue_does_not_map_keeps_the_job_out_rather_than_uncounted(small_cluster, queue_namespace):
+    kube, ns = queue_namespace
+    running = kueue.start(small_cluster, kube, {})
+    try:
+        _queue(kube, ns, "kueue-test")
+        _job(kube, ns, "kueue-test", "big", 2, "30s")
+        reason = _pending_reason(kube, ns, "big")
+        print(f"Kueue on the job with an unmapped class: {reason}")
+        assert CLASS in reason, reason
+        assert kube.get(rest.JOBS, "big", ns)["spec"]["suspend"] is True
+    finally:
+        kueue.stop(small_cluster, kube, running)
+
+
+def test_negative_control_with_kueues_dra_gate_off_devices_are_not_counted(small_cluster, queue_namespace):
+    kube, ns = queue_namespace
+    running = kueue.start(small_cluster, kube, {}, dra=False)
+    try:
+        _queue(kube, ns, "kueue-test")
+        _job(kube, ns, "kueue-test", "big", 2, "30s")
+        _admitted(kube, ns, "big")
+        _job(kube, ns, "kueue-test", "small", 1, "2s")
+        _admitted(kube, ns, "small", timeout=30)  # over the device quota, yet admitted: nothing was counted
+        assert kube.get(rest.JOBS, "big", ns)["spec"]["suspend"] is False
+    finally:
+        kueue.stop(small_cluster, kube, running)
