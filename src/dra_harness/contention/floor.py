@@ -1,4 +1,4 @@
-"""The control plane's own floor: how long an uncontended job waits, so a verdict never rests on it.
+"""The control plane's own floor: how long an uncontended job waits, so no verdict rests on that alone.
 
 Why: a scenario runs compressed (1 h of work in 12 s), and the control plane's latency is
 compressed with nothing: at 300x, one second of scheduling reads as five scenario minutes. A
@@ -6,8 +6,9 @@ tier whose tolerable wait is within a few floors of that latency is judged by th
 speed, not by the design. So each run first measures the floor (jobs created one at a time on
 idle devices, created -> Running as the run's waits are measured), and a tier whose tolerable
 wait is within :data:`FACTOR` floors gets "not established at this compression" instead of a
-verdict. The remedy is a lower compression, which ``contention run --check-compression`` also
-uses to show a verdict does not flip.
+verdict. The floor of an idle control plane understates a loaded one (the scheduler's retries),
+so ``contention run --check-compression`` also runs the scenario at half the compression and
+fails when an established verdict flips: a verdict about the machine halves with it.
 """
 
 from __future__ import annotations

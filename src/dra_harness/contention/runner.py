@@ -101,8 +101,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
     ``inject`` may alter the pod bodies before they are sent (negative controls). ``floor`` (from
-    :func:`dra_harness.contention.floor.measure`) withholds the verdict of a tier whose tolerable
-    wait is within it.
+    :func:`dra_harness.contention.floor.summarise`) withholds the verdict of a tier whose tolerable
+    wait is within ten floors, and is kept in the result.
     """
     sc: Scenario = topo.scenario
     if design not in sc.designs:
