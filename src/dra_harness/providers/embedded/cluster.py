@@ -71,7 +71,8 @@ def clusters_root() -> Path:
     return Path(override) if override else builder.cache_root() / "clusters"
 
 
-def _free_ports(names: list[str]) -> dict[str, int]:
+def free_ports(names: list[str]) -> dict[str, int]:
+    """One distinct free loopback port per name (every socket held until all are bound)."""
     socks, ports = [], {}
     try:
         for name in names:
@@ -148,7 +149,7 @@ class LocalCluster:
 
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
-        ports = _free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
+        ports = free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
         state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(runtime_dirs.create(self.state_dir)))
         self._save(state)
         if spec.owner_pid:

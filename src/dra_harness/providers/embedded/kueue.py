@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import logging
 import shlex
-import socket
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.retrying import NotYet, until
 
@@ -75,12 +74,6 @@ class Kueue:
     directory: Path
     crds: tuple[str, ...]
     webhook_configs: tuple[tuple[str, str], ...]  # (kind, name)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _source() -> Path:
@@ -150,7 +143,8 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     (certs / "tls.key").chmod(0o600)
     ca_bundle = base64.b64encode((cluster.state_dir / "pki" / "ca.crt").read_bytes()).decode()
-    webhook_port, health_port = _free_port(), _free_port()
+    ports = free_ports(["webhook", "health"])
+    webhook_port, health_port = ports["webhook"], ports["health"]
     url = f"https://127.0.0.1:{webhook_port}"
     config = directory / "config.yaml"
     config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, certs, device_class_mappings)))
