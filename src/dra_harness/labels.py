@@ -8,6 +8,9 @@ TEST_LABEL = "dra-harness.io/test"
 KEPT_LABEL = "dra-harness.io/kept"
 #: Label a node must carry before any disruptive action (drain, driver restart) may touch it.
 DISRUPTABLE_LABEL = "dra-harness.io/disruptable"
+#: On a node: the run created it (a simulated contention node), so its sweep may delete it. A run's
+#: label alone never makes a node deletable: real nodes it labelled keep existing.
+SIMULATED_NODE_LABEL = "dra-harness.io/contention"
 
 
 def run_selector(run_id: str, include_kept: bool = True) -> str:

@@ -61,6 +61,12 @@ def _pending_reason(kube: Kube, ns: str, job: str, timeout: float = 30) -> str:
     return next(c["message"] for w in mine(found) for c in w["status"]["conditions"] if c["type"] == "QuotaReserved")
 
 
+def _stop(cluster, kube: Kube, ns: str, running: kueue.Kueue) -> None:
+    """The test's Jobs first, as a user would, so Kueue lets their Workloads go; then Kueue."""
+    kube.delete_collection(rest.JOBS, ns)
+    kueue.stop(cluster, kube, running)
+
+
 @pytest.fixture
 def queue_namespace(small_cluster):
     kube = small_cluster.kube()
@@ -88,7 +94,7 @@ def test_a_job_over_the_device_quota_waits_suspended_until_devices_are_returned(
         big = kube.get(rest.JOBS, "big", ns)
         assert big["status"].get("succeeded") == 1, big["status"]
     finally:
-        kueue.stop(small_cluster, kube, running)
+        _stop(small_cluster, kube, ns, running)
 
 
 def test_a_device_class_kueue_does_not_map_keeps_the_job_out_rather_than_uncounted(small_cluster, queue_namespace):
@@ -102,7 +108,7 @@ def test_a_device_class_kueue_does_not_map_keeps_the_job_out_rather_than_uncount
         assert CLASS in reason, reason
         assert kube.get(rest.JOBS, "big", ns)["spec"]["suspend"] is True
     finally:
-        kueue.stop(small_cluster, kube, running)
+        _stop(small_cluster, kube, ns, running)
 
 
 def test_negative_control_with_kueues_dra_gate_off_devices_are_not_counted(small_cluster, queue_namespace):
@@ -116,4 +122,4 @@ def test_negative_control_with_kueues_dra_gate_off_devices_are_not_counted(small
         _admitted(kube, ns, "small", timeout=30)  # over the device quota, yet admitted: nothing was counted
         assert kube.get(rest.JOBS, "big", ns)["spec"]["suspend"] is False
     finally:
-        kueue.stop(small_cluster, kube, running)
+        _stop(small_cluster, kube, ns, running)

@@ -56,7 +56,8 @@ def test_the_seed_scenario_is_interactive_inference_against_training():
     inference, training = sc.tier("inference"), sc.tier("training")
     assert inference.priority > training.priority
     assert inference.tolerable_wait_s <= 15 * 60 < training.tolerable_wait_s
-    assert set(sc.designs) == {"shared", "reserved", "pools"}
+    assert set(sc.designs) == {"shared", "reserved", "pools", "queue"}
+    assert training.interruptible and training.checkpoint_interval_s == 30 * 60 and not inference.interruptible
 
 
 def test_a_1000_job_scenario_is_shipped():

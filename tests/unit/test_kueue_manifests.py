@@ -37,3 +37,6 @@ def test_the_configuration_listens_on_loopback_only_and_maps_device_classes_to_a
     assert cfg["internalCertManagement"]["enable"] is False and cfg["webhook"]["certDir"] == "/private/certs"
     assert cfg["integrations"]["frameworks"] == ["batch/job"]
     assert cfg["resources"]["deviceClassMappings"] == [{"name": "example.com/gpu", "deviceClassNames": ["gpu.example.com"]}]
+    # The release's client limits, not Kueue's built-in 20 QPS, which admits about one job a second here.
+    assert cfg["clientConnection"] == {"qps": 50, "burst": 100}
+    assert "leaderElect" in cfg["leaderElection"] and cfg["leaderElection"] == {"leaderElect": False}

@@ -32,9 +32,10 @@ from dra_harness.components import build as builder
 from dra_harness.report import rundir
 from dra_harness.components import catalog
 from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded import kueue
 from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 from dra_harness.contention import bench as bench_mod
-from dra_harness.contention import compare, runner
+from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
 from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
 from dra_harness.contention.topology import Topology
@@ -43,21 +44,21 @@ console = Console(width=None if Console().is_terminal else 130)
 
 
 @contextmanager
-def _cluster(name: str | None, k8s_version: str) -> Iterator[tuple[Kube, str]]:
+def _cluster(name: str | None, k8s_version: str) -> Iterator[tuple[LocalCluster, Kube, str]]:
     """A running embedded cluster by name, or a fresh small one removed at the end."""
     if name:
         c = LocalCluster(name)
         st = c.state()
         if st is None:
             raise ClusterError(f"no running embedded cluster named {name!r}")
-        yield c.kube(), st.spec.k8s_version
+        yield c, c.kube(), st.spec.k8s_version
         return
     c = LocalCluster(f"ctn-{os.getpid()}")
     builder.build_all(catalog.for_cluster(k8s_version))
     with console.status(f"starting an embedded cluster (Kubernetes {k8s_version})"):
         c.up(ClusterSpec(name=c.name, nodes=1, gpus_per_node=1, k8s_version=k8s_version, owner_pid=os.getpid()))
     try:
-        yield c.kube(), k8s_version
+        yield c, c.kube(), k8s_version
     finally:
         c.down()
 
@@ -84,12 +85,16 @@ def print_table(results: list[dict]) -> None:
     for r in results:
         console.print(f"{r['design']}: {r['jobs_completed']}/{r['jobs_total']} completed, lost {r['jobs_lost']}, "
                       f"utilisation {r['utilisation']['mean']:.0%}, idle reserved {r['idle_reserved_device_s'] / 3600:.1f} "
-                      f"device-h, wall {r['wall_s']} s")
+                      f"device-h, {r['jobs_per_s']} jobs/s end to end, wall {r['wall_s']} s", highlight=False)
+        for tier, e in (r.get("evictions") or {}).items():
+            q = e["requeue_wait_s"]
+            console.print(f"  {tier}: {e['evictions']} evictions, {e['lost_device_hours']:.1f} device-h of work lost, "
+                          f"re-queue wait p50 {m(q['p50'])} / p95 {m(q['p95'])} min", highlight=False)
 
 
 @click.group()
 def contention() -> None:
-    """Mixed-priority workloads under the shared / reserved / pools designs."""
+    """Mixed-priority workloads under the shared / reserved / pools / queue designs."""
 
 
 @contention.command("run")
@@ -116,11 +121,15 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
     compressions = [sc.time_compression] + ([sc.time_compression / 2] if check_compression else [])
     runs: list[list[dict]] = []
-    with _cluster(cluster_name, k8s_version) as (kube, version):
+    with _cluster(cluster_name, k8s_version) as (cluster, kube, version):
         topo = Topology(kube, sc, run_id)
+        running_kueue = None
         try:
             with console.status(f"creating {sc.nodes} simulated nodes x {sc.devices_per_node} devices"):
                 topo.create()
+            if "queue" in chosen:
+                with console.status(f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
+                    running_kueue = kueue.start(cluster, kube, queue.device_classes(topo))
             probe_result = None
             if probe and sc.probe.get("enabled", True):
                 with console.status("preemption probe: every device held by low priority, then one high-priority job"):
@@ -128,22 +137,31 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
                               f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
                               f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
-            with console.status(f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"):
-                walls = floor_mod.measure(kube, topo)
+            walls = {}
+            for kind in sorted({floor_mod.kind(d) for d in chosen}):
+                with console.status(f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"
+                                    + (" through Kueue" if kind == "queue" else "")):
+                    walls[kind] = floor_mod.measure(kube, topo, design=kind)
             for compression in compressions:
                 topo.scenario = replace(sc, time_compression=compression)
-                floor = floor_mod.summarise(walls, compression)
-                print_floor(floor)
+                floors = {kind: floor_mod.summarise(w, compression, kind) for kind, w in walls.items()}
+                for floor in floors.values():
+                    print_floor(floor)
                 where = out if compression == sc.time_compression else out.parent / f"contention-at-{compression:g}x"
                 runs.append([])
                 for design in chosen:
                     with _progress() as bar:
                         task = bar.add_task(f"{sc.name} / {design} at {compression:g}x: jobs settled", total=sc.jobs_total)
-                        runs[-1].append(runner.run_design(kube, topo, design, where, version, probe_result, floor=floor,
+                        runs[-1].append(runner.run_design(kube, topo, design, where, version, probe_result,
+                                                          floor=floors[floor_mod.kind(design)],
                                                           progress=lambda d, n, total, task=task: bar.update(task, completed=n)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
                 print_table(runs[-1])
+                plots.designs(where / f"{sc.name}-designs.png", f"{sc.name}: p95 wait per design at {compression:g}x "
+                              f"(k8s {version})", runs[-1])
         finally:
             topo.scenario = sc
+            if running_kueue:
+                kueue.stop(cluster, kube, running_kueue)
             topo.delete()
     console.print(f"JSON and figures: {out}")
     if check_compression:
@@ -158,7 +176,8 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
 
 def print_floor(floor: dict) -> None:
     w = floor["wall_s"]
-    console.print(f"control-plane floor at {floor['time_compression']:g}x: p95 {w['p95']:.2f} s wall "
+    through = " through Kueue" if "Kueue" in floor["measure"] else ""
+    console.print(f"control-plane floor{through} at {floor['time_compression']:g}x: p95 {w['p95']:.2f} s wall "
                   f"({floor['samples']} jobs one at a time; p50 {w['p50']:.2f} s) = {floor['p95_s'] / 60:.1f} scenario min; "
                   f"a tolerable wait needs to exceed {floor['established_above_s'] / 60:.1f} min for a verdict", highlight=False)
 
@@ -178,7 +197,7 @@ def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "bench"
     started = time.monotonic()
-    with _cluster(cluster_name, k8s_version) as (kube, version):
+    with _cluster(cluster_name, k8s_version) as (_, kube, version):
         with _progress() as bar:
             task = bar.add_task(f"{claims} claims at {rate}/s on {nodes} nodes", total=claims)
             result = bench_mod.allocation(kube, run_id, version, rate, nodes, devices_per_node, claims, hold, out,

@@ -9,52 +9,79 @@ wait is within :data:`FACTOR` floors gets "not established at this compression" 
 verdict. The floor of an idle control plane understates a loaded one (the scheduler's retries),
 so ``contention run --check-compression`` also runs the scenario at half the compression and
 fails when an established verdict flips: a verdict about the machine halves with it.
+
+The queue design's jobs pass through Kueue before the scheduler sees them, so its floor is
+measured through Kueue too (a Job admitted, its pod created and Running).
 """
 
 from __future__ import annotations
 
 import time
 
+from dra_harness.contention import queue
 from dra_harness.contention.metrics import percentile
+from dra_harness.contention.recorder import JOB_NAME_LABEL
 from dra_harness.contention.runner import drop_namespace, run_namespace
 from dra_harness.contention.topology import Topology
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import watch_until
 
 #: A tolerable wait within this many floors is not established (the issue's 10x).
 FACTOR = 10.0
 SAMPLES = 20
 
 
-def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float = 60.0) -> list[float]:
-    """Create ``samples`` one-device jobs one after another on idle devices (the shared design); return each
-    one's created -> Running in wall seconds (:func:`summarise` turns them into the floor at a compression)."""
+def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float = 60.0, design: str = "shared") -> list[float]:
+    """Create ``samples`` one-device jobs one after another on idle devices (the shared design, or
+    ``queue``: Jobs through Kueue); return each one's created -> Running in wall seconds (:func:`summarise`
+    turns them into the floor at a compression)."""
     sc = topo.scenario
     tier = min(sc.tiers, key=lambda t: t.devices_per_job)
     ns = run_namespace(kube, topo, "floor")
     walls: list[float] = []
     try:
-        topo.install("shared", ns)
+        topo.install(design, ns)
+        if design == "queue":
+            queue.install(kube, topo, ns)
         for i in range(samples):
-            body = topo.pod("shared", f"floor-{i}", tier.name, None)
+            name = f"floor-{i}"
             started = time.time()
-            kube.create(rest.PODS, body, ns)
-            wait_running(kube, ns, f"floor-{i}", timeout)
+            if design == "queue":
+                kube.create(rest.JOBS, queue.job(topo, name, tier.name, 3600.0), ns)
+                watch_until(kube, rest.PODS, lambda pods: any(p["status"].get("phase") == "Running" for p in pods), timeout,
+                            f"the pod of floor job {ns}/{name} Running", namespace=ns,
+                            label_selector=f"{JOB_NAME_LABEL}={name}")
+                walls.append(time.time() - started)
+                kube.delete(rest.JOBS, name, ns, propagation="Foreground")
+                watch_until(kube, rest.PODS, lambda pods: not pods, timeout, f"the pod of floor job {ns}/{name} gone",
+                            namespace=ns, label_selector=f"{JOB_NAME_LABEL}={name}")
+                continue
+            kube.create(rest.PODS, topo.pod(design, name, tier.name, None), ns)
+            wait_running(kube, ns, name, timeout)
             walls.append(time.time() - started)
-            kube.delete(rest.PODS, f"floor-{i}", ns, grace_seconds=0)
+            kube.delete(rest.PODS, name, ns, grace_seconds=0)
     finally:
         drop_namespace(kube, ns)
-        topo.uninstall("shared")
+        topo.uninstall(design)
+        if design == "queue":
+            queue.uninstall(kube, topo, ns)
     return walls
 
 
-def summarise(walls: list[float], compression: float) -> dict:
+def kind(design: str) -> str:
+    """Which floor a design's waits stand on: Jobs through Kueue (``queue``), or pods straight to the scheduler."""
+    return "queue" if design == "queue" else "shared"
+
+
+def summarise(walls: list[float], compression: float, design: str = "shared") -> dict:
     """The floor at ``compression``: wall-second percentiles, p95 in scenario seconds, and the tolerable
     wait a verdict needs to exceed (``established_above_s``, scenario seconds)."""
     p95 = percentile(walls, 95) or 0.0
     return {
-        "samples": len(walls), "measure": "one job at a time on idle devices, created -> Running",
+        "samples": len(walls), "measure": "one job at a time on idle devices, created -> Running"
+                                          + (" (Jobs through Kueue)" if design == "queue" else ""),
         "wall_s": {"p50": round(percentile(walls, 50) or 0.0, 3), "p95": round(p95, 3), "max": round(max(walls, default=0.0), 3)},
         "p95_s": round(p95 * compression, 1), "time_compression": compression, "factor": FACTOR,
         "established_above_s": round(p95 * compression * FACTOR, 1),

@@ -3,7 +3,7 @@
 locust monkey-patches the standard library with gevent on import, which must never
 happen inside pytest or the harness's own threads; so this module runs only as
 ``python -m dra_harness.contention.loadgen PLAN OUT`` and the parent talks to it through
-two files. PLAN (JSON, written 0600 in a private temp dir, removed after) holds the API
+two files. PLAN (JSON, written 0600 in a private temp dir, removed as soon as it is read) holds the API
 server's address and client-certificate paths and every job's pod and wall-clock
 arrival; OUT gets one JSON line per job with when its create was sent and answered,
 and a last line with locust's request statistics.
@@ -24,6 +24,8 @@ def main(plan_path: str, out_path: str) -> int:
     from locust.exception import StopUser
 
     plan = json.loads(Path(plan_path).read_text())
+    # Read once, gone at once: it may hold a bearer token, and a run killed outright cannot clean up after us.
+    Path(plan_path).unlink(missing_ok=True)
     jobs = plan["jobs"]
     t0 = plan["t0"]
     results: list[dict] = []

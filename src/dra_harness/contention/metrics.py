@@ -120,3 +120,44 @@ def raw_waits(scenario: Scenario, jobs: Iterable[Job], records: dict[str, JobRec
         if w is not None:
             out[j.tier].append(w * scenario.time_compression)
     return out
+
+
+def saved_work(runs: list[list[float]], checkpoint_wall_s: float | None) -> tuple[float, float]:
+    """(work saved, work lost) in wall seconds after ``runs`` ([start, end] each, the last one
+    interrupted): progress is kept up to the last checkpoint, the rest is lost with the eviction."""
+    saved = lost = 0.0
+    for start, end in runs:
+        progress = saved + max(0.0, end - start)
+        kept = math.floor(progress / checkpoint_wall_s) * checkpoint_wall_s if checkpoint_wall_s else 0.0
+        lost += progress - kept
+        saved = kept
+    return saved, lost
+
+
+def evictions(scenario: Scenario, jobs: list[Job], records: dict[str, JobRecord]) -> dict[str, dict]:
+    """Per tier: evictions, device-hours of work they threw away, and how long evicted jobs waited to run again
+    (scenario seconds). A job's runs before each eviction count; its last, completed run does not."""
+    out = {}
+    for t in scenario.tiers:
+        ckpt = scenario.wall(t.checkpoint_interval_s) if t.checkpoint_interval_s else None
+        count, lost_wall, requeue = 0, 0.0, []
+        for j in (j for j in jobs if j.tier == t.name):
+            r = records.get(j.name)
+            if r is None or not r.evictions:
+                continue
+            count += len(r.evictions)
+            interrupted = [run for run in r.runs if run[1] in r.evictions]
+            lost_wall += saved_work(interrupted, ckpt)[1] * j.devices
+            starts = sorted(run[0] for run in r.runs)
+            for e in r.evictions:
+                nxt = next((s for s in starts if s > e), None)
+                if nxt is not None:
+                    requeue.append((nxt - e) * scenario.time_compression)
+        out[t.name] = {
+            "evictions": count, "interruptible": t.interruptible,
+            "checkpoint_interval_s": t.checkpoint_interval_s,
+            "lost_device_hours": round(lost_wall * scenario.time_compression / 3600, 2),
+            "requeue_wait_s": {k: _r(percentile(requeue, q), 1) for k, q in (("p50", 50), ("p95", 95))}
+            | {"max": _r(max(requeue), 1) if requeue else None, "count": len(requeue)},
+        }
+    return out

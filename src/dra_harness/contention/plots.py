@@ -1,4 +1,5 @@
-"""PNG figures of one scenario x design run: wait CDF per tier, utilisation over time.
+"""PNG figures: of one scenario x design run (wait CDF per tier, utilisation over time), and of
+the designs side by side (p95 wait per tier against its tolerable wait).
 
 matplotlib with the Agg backend: no display, safe in CI and under pytest-xdist.
 """
@@ -41,6 +42,29 @@ def utilisation(path: Path, title: str, samples: list[list[float]], reserved: in
             ax.axhline(reserved, color="C3", linestyle="--", linewidth=1, label=f"reserved ({reserved})")
     ax.set_xlabel("scenario hours")
     ax.set_ylabel("devices")
+    _save(fig, ax, path, title)
+
+
+def designs(path: Path, title: str, results: list[dict]) -> None:
+    """One bar per design in each tier's group: its p95 wait (scenario minutes, log scale), the tier's
+    tolerable wait dashed; a tier with lost jobs is hatched, since its p95 leaves those out."""
+    tiers = [t["tier"] for t in results[0]["tiers"]] if results else []
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    width = 0.8 / max(1, len(results))
+    for i, r in enumerate(results):
+        by = {t["tier"]: t for t in r["tiers"]}
+        xs = [k + (i - (len(results) - 1) / 2) * width for k in range(len(tiers))]
+        p95 = [max(0.1, (by[t]["wait_s"]["p95"] or 0) / 60) for t in tiers]
+        bars = ax.bar(xs, p95, width, color=f"C{i}", label=r["design"])
+        for bar, t in zip(bars, tiers, strict=True):
+            if by[t]["lost"]:
+                bar.set_hatch("//")
+    for k, tier in enumerate(results[0]["tiers"] if results else []):
+        tolerable = tier["tolerable_wait_s"] / 60
+        ax.hlines(tolerable, k - 0.45, k + 0.45, colors="black", linestyles="--", linewidth=1)
+    ax.set_xticks(range(len(tiers)), tiers)
+    ax.set_yscale("log")
+    ax.set_ylabel("p95 wait, scenario minutes (dashed: tolerable)")
     _save(fig, ax, path, title)
 
 

@@ -1,7 +1,9 @@
 """Every job's life from watches: created, claim allocated, scheduled, running, completed.
 
 Two list+watch threads (pods, claims) in the run's namespace stamp each transition
-with the wall time the event arrived, and keep every event as a raw sample. Device
+with the wall time the event arrived, and keep every event as a raw sample. Under the
+queue design a job is a ``batch/v1`` Job that may run several pods, one after each
+eviction; its record then gathers all of them (``runs``, ``evictions``). Device
 holding intervals come from the claims' allocations, so utilisation and idle
 reserved capacity are what the allocator actually did, not what the plan intended.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dra_harness.kube import rest
@@ -31,6 +34,9 @@ class JobRecord:
     devices: list[str] = field(default_factory=list)
     first_message: str | None = None
     preempted: str | None = None     # DisruptionTarget reason, e.g. PreemptionByScheduler
+    # Jobs only (the queue design): each pod's run [start, end], and when a running pod was taken away.
+    runs: list[list[float]] = field(default_factory=list)
+    evictions: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -45,9 +51,18 @@ class Hold:
     end: float | None = None
 
 
+#: The label the Job controller puts on its pods.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
 class Recorder:
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
+    def __init__(self, kube: Kube, namespace: str, jobs: bool = False,
+                 on_new_pod: Callable[[str, Obj], None] | None = None) -> None:
+        """``jobs``: the pods belong to Jobs (records per Job); ``on_new_pod(job, pod)`` sees each Job pod first."""
+        self.kube, self.namespace, self.batch, self.on_new_pod = kube, namespace, jobs, on_new_pod
+        self.pod_job: dict[str, str] = {}
+        self.pod_started: dict[str, float] = {}
+        self.pod_ended: set[str] = set()
         self.jobs: dict[str, JobRecord] = {}
         self.holds: dict[str, Hold] = {}
         self.closed: list[Hold] = []
@@ -109,10 +124,15 @@ class Recorder:
     def _pod(self, kind: str, pod: Obj, now: float) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
         phase = status.get("phase")
+        pod_name = meta["name"]
+        job = meta.get("labels", {}).get(JOB_NAME_LABEL) if self.batch else None
+        if job and self.on_new_pod and pod_name not in self.pod_job:
+            self.on_new_pod(job, pod)  # before it runs: outside the lock, since it may call the API server
         with self.lock:
-            rec = self.job(meta["name"])
+            rec = self.job(job or pod_name)
+            self.pod_job[pod_name] = rec.name
             rec.tier = rec.tier or meta.get("labels", {}).get("dra-harness.io/tier", "")
-            self.samples.append([round(now, 4), "pod", kind, meta["name"], phase, spec.get("nodeName")])
+            self.samples.append([round(now, 4), "pod", kind, pod_name, phase, spec.get("nodeName")])
             rec.created = rec.created or now
             if spec.get("nodeName") and rec.scheduled is None:
                 rec.scheduled, rec.node = now, spec["nodeName"]
@@ -123,13 +143,33 @@ class Recorder:
                     rec.preempted = c.get("reason", "DisruptionTarget")
             if phase == "Running" and rec.running is None:
                 rec.running = now
+            if phase == "Running" and pod_name not in self.pod_started:
+                self.pod_started[pod_name] = now
             if phase == "Succeeded" and rec.completed is None:
                 rec.completed = now
                 rec.running = rec.running or now
+            if job:
+                self._job_pod(rec, pod_name, kind, phase, bool(meta.get("deletionTimestamp")), now)
+                return
             if phase == "Failed" and rec.failed is None:
                 rec.failed = now
             if kind == "DELETED" and rec.deleted is None:
                 rec.deleted = now
+
+    def _job_pod(self, rec: JobRecord, pod: str, kind: str, phase: str | None, deleting: bool, now: float) -> None:
+        """A Job's pod ended: completed, failed on its own, or taken away (deleted) while it ran: an eviction."""
+        if pod in self.pod_ended or not (phase in ("Succeeded", "Failed") or deleting or kind == "DELETED"):
+            return
+        self.pod_ended.add(pod)
+        start = self.pod_started.get(pod)
+        if start is not None:
+            rec.runs.append([start, now])
+        if phase == "Succeeded":
+            return
+        if phase == "Failed" and not deleting:
+            rec.failed = rec.failed or now
+        elif start is not None:
+            rec.evictions.append(now)
 
     def _claim(self, kind: str, claim: Obj, now: float) -> None:
         meta = claim["metadata"]
@@ -145,13 +185,20 @@ class Recorder:
             hold = self.holds.get(key)
             if alloc and kind != "DELETED" and hold is None:
                 self.holds[key] = Hold(key, owner or "", devices, now)
-                if owner:
-                    rec = self.job(owner)
+                job = self._job_of(owner) if owner else None
+                if job:
+                    rec = self.job(job)
                     rec.allocated = rec.allocated or now
                     rec.devices = devices
             elif hold is not None and (not alloc or kind == "DELETED"):
                 hold.end = now
                 self.closed.append(self.holds.pop(key))
+
+    def _job_of(self, pod: str) -> str:
+        """The job a pod belongs to; a Job's pod whose own event is still on its way is ``<job>-<suffix>``."""
+        if pod in self.pod_job or not self.batch:
+            return self.pod_job.get(pod, pod)
+        return pod.rsplit("-", 1)[0]
 
     # -- results ------------------------------------------------------------------
     def all_holds(self) -> list[Hold]:

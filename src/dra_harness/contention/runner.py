@@ -24,7 +24,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object, watch_until
 from dra_harness.labels import RUN_LABEL
-from dra_harness.contention import metrics, plots
+from dra_harness.contention import metrics, plots, queue
 from dra_harness.contention.plan import Job, plan
 from dra_harness.contention.recorder import Recorder
 from dra_harness.contention.scenario import Scenario
@@ -50,6 +50,7 @@ def drop_namespace(kube: Kube, name: str) -> None:
     """Free devices now (pods not yet done, and claims), then let the namespace go in the background."""
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "gracePeriodSeconds": 0}
     try:
+        kube.request("DELETE", rest.JOBS.path(name), body, timeout=120)  # the queue design's; else they would make new pods
         kube.request("DELETE", rest.PODS.path(name), body, params={"fieldSelector": "status.phase!=Succeeded"}, timeout=120)
         kube.request("DELETE", rest.RESOURCE_CLAIMS.path(name), body, timeout=120)
     finally:
@@ -65,7 +66,8 @@ def _quietly(action: Callable[[], object]) -> str | None:
     return None
 
 
-def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeout: float) -> list[dict]:
+def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, timeout: float,
+                  resource: rest.Resource = rest.PODS) -> list[dict]:
     """Run locust in its own process over ``arrivals``; return its per-job lines and stats line."""
     cfg = kube.configuration
     headers = {}
@@ -77,7 +79,7 @@ def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, t
         fd = os.open(plan_file, os.O_WRONLY | os.O_CREAT, 0o600)  # may hold a bearer token: private, removed after
         with os.fdopen(fd, "w") as f:
             json.dump({"host": kube.host, "ca": cfg.ssl_ca_cert, "cert": cfg.cert_file, "key": cfg.key_file,
-                       "headers": headers, "path": rest.PODS.path(namespace), "t0": t0, "timeout": timeout,
+                       "headers": headers, "path": resource.path(namespace), "t0": t0, "timeout": timeout,
                        "users": 40, "jobs": arrivals}, f)
         proc = subprocess.Popen([sys.executable, "-m", "dra_harness.contention.loadgen", str(plan_file), str(out_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -108,21 +110,30 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
     if design not in sc.designs:
         raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
     jobs = plan(sc)
+    queued = design == "queue"
+    if queued and not queue.kueue_serves(kube):
+        raise ContentionError("the queue design needs Kueue running on the cluster (contention run starts it on an embedded cluster)")
     ns = run_namespace(kube, topo, design)
-    rec = Recorder(kube, ns)
+    resumer = queue.Resumer(kube, ns, lambda job: left(job)) if queued else None
+    rec = Recorder(kube, ns, jobs=queued, on_new_pod=resumer)
+    left = _work_left(sc, jobs, rec)
     started = time.monotonic()
     phases: dict[str, float] = {}
     try:
         topo.install(design, ns)
+        if queued:
+            queue.install(kube, topo, ns)
         rec.start()
         phases["setup_s"] = round(time.monotonic() - started, 1)
-        arrivals: list[dict[str, Any]] = [{"name": j.name, "tier": j.tier, "at": sc.wall(j.at_s),
-                     "body": topo.pod(design, j.name, j.tier, sc.wall(j.duration_s))} for j in jobs]
+        body = (lambda j: queue.job(topo, j.name, j.tier, sc.wall(j.duration_s))) if queued else \
+            (lambda j: topo.pod(design, j.name, j.tier, sc.wall(j.duration_s)))
+        arrivals: list[dict[str, Any]] = [{"name": j.name, "tier": j.tier, "at": sc.wall(j.at_s), "body": body(j)}
+                                          for j in jobs]
         if inject:
             inject(jobs, arrivals)
         t0 = time.time() + 2.0  # locust starts in about a second
         last = max(a["at"] for a in arrivals)
-        sent = send_arrivals(kube, ns, arrivals, t0, timeout=last + 60)
+        sent = send_arrivals(kube, ns, arrivals, t0, timeout=last + 60, resource=rest.JOBS if queued else rest.PODS)
         stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
         answered = {s["name"]: s for s in sent}
         for s in sent:  # the create's answer is when the job exists; the watch may see it a little later
@@ -138,7 +149,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         phases["settled_s"] = round(time.monotonic() - started, 1)
     finally:
         rec.close()
-        cleanup_error = _quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
+        cleanup_error = (_quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
+                         or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
     wall = time.monotonic() - started
     records = dict(rec.jobs)
     lost = metrics.lost_jobs(jobs, records)
@@ -154,7 +166,10 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         "scenario": sc.name, "design": design, "k8s_version": k8s_version,
         "jobs_total": len(jobs), "jobs_completed": sum(1 for j in jobs if records.get(j.name) and records[j.name].completed),
         "jobs_lost": len(lost), "lost": dict(list(lost.items())[:50]),
-        "wall_s": round(wall, 1), "phases_wall_s": phases, "time_compression": sc.time_compression,
+        "wall_s": round(wall, 1), "phases_wall_s": phases,
+        # End to end: jobs completed per wall second from the first arrival to the last completion.
+        "jobs_per_s": round(sum(1 for r in records.values() if r.completed) / max(1e-6, t_end - t0), 2),
+        "time_compression": sc.time_compression,
         "time_unit": "scenario seconds (wall seconds x time_compression), except wall_s and *_wall_s",
         "nodes": sc.nodes, "devices": sc.total_devices, "reserved_devices": len(reserved),
         "design_violations": topo.violations(design, {j.name: (j.tier, records[j.name].devices)
@@ -164,6 +179,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         "utilisation": util,
         "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, sc.time_compression),
         "preemption_probe": probe,
+        "evictions": metrics.evictions(sc, jobs, records) if queued else None,
+        "resumed": {"patched": len(resumer.patched), "missed": resumer.missed[:10]} if resumer else None,
         "loadgen": stats | {"late_p95_s": metrics.percentile([s["late_s"] for s in sent], 95)},
         "device_selectors": {t.name: topo.selector(design, t.name) for t in sc.tiers},
         "plots": {"wait_cdf": f"{base}-wait-cdf.png", "utilisation": f"{base}-utilisation.png"},
@@ -180,6 +197,23 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         "holds": [h.__dict__ for h in holds], "creates": sent, "samples": rec.samples}))
     (out_dir / f"{base}.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _work_left(sc: Scenario, jobs: list[Job], rec: Recorder) -> Callable[[str], float | None]:
+    """For the queue design's :class:`~dra_harness.contention.queue.Resumer`: wall seconds an evicted job
+    still has to run, from its checkpoints; None for a job not evicted or whose tier keeps no checkpoint."""
+    by_name = {j.name: j for j in jobs}
+
+    def left(name: str) -> float | None:
+        j = by_name.get(name)
+        ckpt = sc.tier(j.tier).checkpoint_interval_s if j else None
+        with rec.lock:
+            r = rec.jobs.get(name)
+            if j is None or not ckpt or r is None or not r.evictions:
+                return None
+            interrupted = [run for run in r.runs if run[1] in r.evictions]
+        return sc.wall(j.duration_s) - metrics.saved_work(interrupted, sc.wall(ckpt))[0]
+    return left
 
 
 def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeout: float | None = None) -> dict:

@@ -20,7 +20,7 @@ from dra_harness import yamlfile
 from dra_harness.yamlfile import seconds
 from dra_harness.errors import InputError
 
-DESIGNS = ("shared", "reserved", "pools")
+DESIGNS = ("shared", "reserved", "pools", "queue")
 
 
 class ScenarioError(InputError):
@@ -72,6 +72,8 @@ SCHEMA: dict[str, Any] = {
                     "priority": {"type": "integer", "minimum": -2147483648, "maximum": 1000000000},
                     "devices_per_job": {"type": "integer", "minimum": 1},
                     "tolerable_wait": _DURATION,
+                    "interruptible": {"type": "boolean"},
+                    "checkpoint_interval": _DURATION,
                     "arrival": {
                         "type": "object",
                         "required": ["process", "count"],
@@ -106,6 +108,8 @@ SCHEMA: dict[str, Any] = {
                                                "additionalProperties": {"type": "integer", "minimum": 1}}},
                 },
                 "pools": {"type": "object", "additionalProperties": False, "properties": {}},
+                "queue": {"type": "object", "additionalProperties": False,
+                          "properties": {"preemption": {"type": "boolean"}}},
             },
         },
         "probe": {
@@ -125,6 +129,8 @@ class Tier:
     arrival: dict[str, Any]
     duration: dict[str, Any]
     tolerable_wait_s: float
+    interruptible: bool = False
+    checkpoint_interval_s: float | None = None   # work saved every so often; an eviction loses the rest
 
 
 @dataclass(frozen=True)
@@ -211,7 +217,11 @@ def parse(raw: Any, file: str) -> Scenario:
                 raise _fail(file, f"{where}.duration.{key}", f"a {d['distribution']} duration needs {key}")
         if d["distribution"] == "uniform" and seconds(d["min"]) > seconds(d["max"]):
             raise _fail(file, f"{where}.duration.min", "min is larger than max")
-        tiers.append(Tier(t["name"], t["priority"], t["devices_per_job"], a, d, seconds(t["tolerable_wait"])))
+        if "checkpoint_interval" in t and not t.get("interruptible"):
+            raise _fail(file, f"{where}.checkpoint_interval", "only an interruptible tier checkpoints (set interruptible: true)")
+        tiers.append(Tier(t["name"], t["priority"], t["devices_per_job"], a, d, seconds(t["tolerable_wait"]),
+                          bool(t.get("interruptible")),
+                          seconds(t["checkpoint_interval"]) if "checkpoint_interval" in t else None))
     cl = raw["cluster"]
     groups = tuple(NodeGroup(g["name"], g["nodes"], tuple(g["tiers"])) for g in cl.get("node_groups") or [])
     designs = raw["designs"]
@@ -231,6 +241,15 @@ def parse(raw: Any, file: str) -> Scenario:
     for tier in (designs.get("reserved") or {}).get("devices", {}):
         if tier not in names:
             raise _fail(file, f"designs.reserved.devices.{tier}", f"unknown tier {tier!r} (tiers: {', '.join(names)})")
+    queue = designs.get("queue")
+    if queue is not None and queue.get("preemption", True):
+        top = max(t.priority for t in tiers)
+        # Kueue evicts by priority alone: it has no way to spare a lower-priority tier.
+        for i, t in enumerate(tiers):
+            if t.priority < top and not t.interruptible:
+                raise _fail(file, f"tiers[{i}].interruptible",
+                            f"the queue design preempts by priority and tier {t.name!r} is below the top priority; "
+                            "mark it interruptible: true, or set designs.queue.preemption: false")
     reserved = sum((designs.get("reserved") or {}).get("devices", {}).values())
     if reserved >= cl["nodes"] * cl["devices_per_node"]:
         raise _fail(file, "designs.reserved.devices", f"reserves {reserved} of {cl['nodes'] * cl['devices_per_node']} devices; leave some for the other tiers")

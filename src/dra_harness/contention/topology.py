@@ -17,7 +17,8 @@ Designs are DeviceClasses over one set of devices, selected by published attribu
   driver instances: the allocator sees the same thing (disjoint device sets per class),
   and it is what a real cluster does with a node-group label copied into an attribute.
 
-Nodes carry a NoSchedule taint of the run, so no other test's pod lands on them.
+Nodes carry a NoSchedule taint of the run, so no other test's pod lands on them. On a cluster
+we did not create they are annotated for the run's own KWOK (:mod:`dra_harness.providers.simulated_nodes`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.kube.waits import watch_until
-from dra_harness.labels import RUN_LABEL
+from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
 from dra_harness.contention.scenario import Scenario
 
 DRIVER = "contention.dra-harness.io"
-NODE_LABEL = "dra-harness.io/contention"
+NODE_LABEL = SIMULATED_NODE_LABEL
 GROUP_LABEL = "dra-harness.io/node-group"
 TAINT_KEY = "dra-harness.io/contention"
 
@@ -53,8 +54,10 @@ def _attr(name: str) -> str:
 class Topology:
     """Nodes and slices for one scenario on one cluster, keyed by a short run tag."""
 
-    def __init__(self, kube: Kube, scenario: Scenario, run_id: str, tag: str | None = None) -> None:
-        self.kube, self.scenario, self.run_id = kube, scenario, run_id
+    def __init__(self, kube: Kube, scenario: Scenario, run_id: str, tag: str | None = None,
+                 kwok: tuple[str, str] = (KWOK_ANNOTATION, "fake")) -> None:
+        """``kwok``: the annotation that hands the nodes to a KWOK (the embedded cluster's by default)."""
+        self.kube, self.scenario, self.run_id, self.kwok = kube, scenario, run_id, kwok
         # Names of nodes and classes; unique per topology, since a deleted node may linger a moment.
         self.tag = tag or f"{run_id[:4]}{uuid.uuid4().hex[:4]}"
         groups = [(g.name, g.nodes) for g in scenario.node_groups] or [("all", scenario.nodes)]
@@ -83,7 +86,7 @@ class Topology:
             self.kube.create(rest.NODES, {
                 "metadata": {
                     "name": node,
-                    "annotations": {KWOK_ANNOTATION: "fake"},
+                    "annotations": {self.kwok[0]: self.kwok[1]},
                     "labels": {**labels, GROUP_LABEL: group, "kubernetes.io/hostname": node, "type": "kwok"},
                 },
                 "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]},

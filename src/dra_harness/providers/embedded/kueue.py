@@ -63,6 +63,10 @@ CLUSTER_QUEUES = kueue_resource("clusterqueues", "ClusterQueue", False)
 LOCAL_QUEUES = kueue_resource("localqueues", "LocalQueue", True)
 RESOURCE_FLAVORS = kueue_resource("resourceflavors", "ResourceFlavor", False)
 WORKLOADS = kueue_resource("workloads", "Workload", True)
+WORKLOAD_PRIORITY_CLASSES = kueue_resource("workloadpriorityclasses", "WorkloadPriorityClass", False)
+#: Kueue's objects, in the order they are let go: workloads before the queues that count them.
+OBJECTS = (WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOAD_PRIORITY_CLASSES)
+RELEASE_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -74,17 +78,21 @@ class Kueue:
     directory: Path
     crds: tuple[str, ...]
     webhook_configs: tuple[tuple[str, str], ...]  # (kind, name)
+    namespace_created: bool = False
 
 
 def _source() -> Path:
     return module_source(catalog.KUEUE) / "config" / "components"
 
 
-def configuration(webhook_port: int, health_port: int, cert_dir: Path, device_class_mappings: dict[str, list[str]]) -> dict:
-    """Kueue's Configuration: the release's, but listening on loopback only, no leader election
-    (one replica), certificates from us, the Job integration only, and the DRA device mappings."""
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": NAMESPACE,
+def configuration(webhook_port: int, health_port: int, cert_dir: Path, device_class_mappings: dict[str, list[str]],
+                  source: Path | None = None) -> dict:
+    """Kueue's Configuration: the release's (its client QPS and burst, its controllers' concurrency), but
+    listening on loopback only, no leader election (one replica), certificates from us, the Job
+    integration only, and the DRA device mappings."""
+    release = yaml.safe_load(((source or _source()) / "manager" / "controller_manager_config.yaml").read_text())
+    return release | {
+        "namespace": NAMESPACE,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
@@ -147,12 +155,13 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     webhook_port, health_port = ports["webhook"], ports["health"]
     url = f"https://127.0.0.1:{webhook_port}"
     config = directory / "config.yaml"
-    config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, certs, device_class_mappings)))
+    config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, certs, device_class_mappings, source)))
 
     try:
         kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        namespace_created = True
     except rest.Conflict:
-        pass
+        namespace_created = False
     crds = _crds(source, url, ca_bundle)
     for crd in crds:
         kube.create(CRDS, crd)
@@ -167,7 +176,7 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     for doc in configs:
         kube.create(WEBHOOK_CONFIGS[doc["kind"]], doc)
     return Kueue(webhook_port, health_port, directory, tuple(c["metadata"]["name"] for c in crds),
-                 tuple((d["kind"], d["metadata"]["name"]) for d in configs))
+                 tuple((d["kind"], d["metadata"]["name"]) for d in configs), namespace_created)
 
 
 def _established(crd: dict) -> bool:
@@ -200,15 +209,36 @@ def _wait_ready(port: int, deadline: float) -> None:
 
 
 def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
-    """Webhooks first (they fail closed), then the process, then its CRDs (and every Kueue object with them)."""
+    """Kueue's objects first, while Kueue runs (it holds finalizers on them until it has let go); then
+    the webhooks (they fail closed), the process, and its CRDs."""
+    _release_objects(kube)
     for kind, name in kueue.webhook_configs:
-        try:
-            kube.delete(WEBHOOK_CONFIGS[kind], name)
-        except rest.NotFound:
-            pass
+        kube.delete(WEBHOOK_CONFIGS[kind], name)
     cluster.supervisor.stop(PROCESS, grace=10)
     for name in kueue.crds:
+        kube.delete(CRDS, name)
+    gone = set(kueue.crds)
+    watch_until(kube, CRDS, lambda items: not gone & {c["metadata"]["name"] for c in items}, READY_DEADLINE_S,
+                f"Kueue's {len(gone)} CRDs to be removed",
+                why=lambda items: ", ".join(sorted(gone & {c["metadata"]["name"] for c in items})) + " still there")
+    if kueue.namespace_created:
+        kube.delete(rest.NAMESPACES, NAMESPACE)
+
+
+def _release_objects(kube: Kube) -> None:
+    """Delete every Kueue object and wait for Kueue to drop its finalizers; strip those still held at the deadline
+    (a workload whose Job is already gone, say), so that deleting the CRDs never hangs on them."""
+    def left() -> list[tuple[rest.Resource, dict]]:
+        return [(res, o) for res in OBJECTS for o in kube.list(res)]
+
+    for res, obj in left():
+        kube.delete(res, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+    deadline = time.monotonic() + RELEASE_DEADLINE_S
+    while (remaining := left()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for res, obj in remaining:
+        log.warning("Kueue kept %s %s past %.0f s; removing its finalizers", res.kind, obj["metadata"]["name"], RELEASE_DEADLINE_S)
         try:
-            kube.delete(CRDS, name)
+            kube.patch(res, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, obj["metadata"].get("namespace"))
         except rest.NotFound:
             pass

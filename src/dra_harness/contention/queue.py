@@ -1,0 +1,134 @@
+"""The ``queue`` design: Kueue decides which job starts, and evicts lower-priority work to make room.
+
+kube-scheduler does not preempt a pod to free a device its claim holds, so this design puts
+an admission layer in front of it, as the planning guidance's third approach says: every
+job is a ``batch/v1`` Job in one ClusterQueue whose quota is the scenario's devices, counted
+through Kueue's DRA support (the tiers' DeviceClasses mapped to one device resource). Tiers
+are WorkloadPriorityClasses; with ``preemption`` (the default) the ClusterQueue evicts
+lower-priority workloads (``withinClusterQueue: LowerPriority``), which Kueue does by
+suspending their Job: the pods go, the claims go, and the Job waits in the queue again.
+
+An evicted job resumes from its last checkpoint when its tier has ``checkpoint_interval``:
+:class:`Resumer` sets its next pod's run time to the work still left. Without one it starts over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from dra_harness.kube import rest
+from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
+from dra_harness.kube.rest import Kube, Obj
+from dra_harness.labels import RUN_LABEL
+from dra_harness.contention.scenario import Scenario
+from dra_harness.contention.topology import DRIVER, NODE_LABEL, Topology
+from dra_harness.providers.embedded import kueue
+
+log = logging.getLogger(__name__)
+
+#: The device resource Kueue counts the tiers' DeviceClasses as.
+RESOURCE = f"{DRIVER}/gpu"
+QUEUE = "jobs"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def device_classes(topo: Topology) -> dict[str, list[str]]:
+    """Kueue's ``deviceClassMappings`` for this topology: every tier's class counts as :data:`RESOURCE`."""
+    return {RESOURCE: [topo.class_name("queue", t.name) for t in topo.scenario.tiers]}
+
+
+def kueue_serves(kube: Kube) -> bool:
+    """Whether Kueue's API is installed (its CRDs) on the cluster ``kube`` reaches."""
+    try:
+        kube.request("GET", kueue.CLUSTER_QUEUES.path(None), params={"limit": "1"})
+    except rest.NotFound:
+        return False
+    return True
+
+
+def _flavor(namespace: str) -> str:
+    # One per run namespace, like the ClusterQueue (named after it): Kueue keeps a finalizer on a flavor until its
+    # queue is gone, so the next run's flavor must not wait for the last one's name.
+    return f"{namespace}-devices"
+
+
+def install(kube: Kube, topo: Topology, namespace: str) -> None:
+    """ResourceFlavor, ClusterQueue (quota = every device), WorkloadPriorityClasses and the LocalQueue."""
+    sc: Scenario = topo.scenario
+    labels = {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}
+    preempt = sc.designs["queue"].get("preemption", True)
+    flavor = _flavor(namespace)
+    kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor",
+                                         "metadata": {"name": flavor, "labels": labels}})
+    kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue",
+                                       "metadata": {"name": namespace, "labels": labels}, "spec": {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {"withinClusterQueue": "LowerPriority" if preempt else "Never"},
+        "resourceGroups": [{"coveredResources": [RESOURCE], "flavors": [
+            {"name": flavor, "resources": [{"name": RESOURCE, "nominalQuota": sc.total_devices}]}]}],
+    }})
+    for t in sc.tiers:
+        kube.create(kueue.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue.API, "kind": "WorkloadPriorityClass",
+                                                "metadata": {"name": topo.priority_class(t.name), "labels": labels},
+                                                "value": t.priority, "description": f"dra-harness contention tier {t.name}"})
+    kube.create(kueue.LOCAL_QUEUES, {"apiVersion": kueue.API, "kind": "LocalQueue", "metadata": {"name": QUEUE, "labels": labels},
+                                     "spec": {"clusterQueue": namespace}}, namespace)
+
+
+def uninstall(kube: Kube, topo: Topology, namespace: str) -> None:
+    """What :func:`install` made, while Kueue still runs (it holds finalizers on them until their workloads are gone)."""
+    kube.delete(kueue.CLUSTER_QUEUES, namespace)
+    kube.delete(kueue.RESOURCE_FLAVORS, _flavor(namespace))
+    for t in topo.scenario.tiers:
+        kube.delete(kueue.WORKLOAD_PRIORITY_CLASSES, topo.priority_class(t.name))
+
+
+def job(topo: Topology, name: str, tier: str, run_s: float) -> Obj:
+    """A job as Kueue takes it: a Job in the LocalQueue at the tier's priority, its pod the design's pod."""
+    pod = topo.pod("queue", name, tier, run_s)
+    meta = pod["metadata"]
+    labels = {**meta.get("labels", {}), QUEUE_LABEL: QUEUE, PRIORITY_LABEL: topo.priority_class(tier)}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"backoffLimit": 0, "completions": 1, "parallelism": 1,
+                     "template": {"metadata": {"labels": meta.get("labels", {}), "annotations": meta.get("annotations", {})},
+                                  "spec": pod["spec"]}}}
+
+
+class Resumer:
+    """Gives an evicted job's next pod the run time it has left, as the recorder sees each new pod.
+
+    Kueue restores a Job's pod template to what it first admitted whenever it suspends the Job, so the
+    template cannot carry the work left; the pod can, if its run time is set before it runs (the
+    simulated node reads it when the pod starts). ``left(job)`` gives the wall seconds still to run
+    (None: leave the pod as it is). A pod already running when the patch lands, or a refused patch,
+    is counted: that job then runs its whole duration again.
+    """
+
+    def __init__(self, kube: Kube, namespace: str, left: Callable[[str], float | None]) -> None:
+        self.kube, self.namespace, self.left = kube, namespace, left
+        self.patched: list[str] = []
+        self.missed: list[str] = []
+        self._seen: set[str] = set()
+
+    def __call__(self, job: str, pod: Obj) -> None:
+        name = pod["metadata"]["name"]
+        if name in self._seen:
+            return
+        self._seen.add(name)
+        left = self.left(job)
+        if left is None:
+            return
+        if (pod.get("status") or {}).get("phase") not in (None, "Pending"):
+            self.missed.append(f"{name}: already {pod['status']['phase']}")
+            return
+        try:
+            self.kube.patch(rest.PODS, name, {"metadata": {"annotations": {RUN_DURATION_ANNOTATION: f"{max(left, 0.05):.3f}s"}}},
+                            self.namespace)
+            self.patched.append(name)
+        except (rest.ApiError, rest.Unreachable) as e:
+            self.missed.append(f"{name}: {str(e).splitlines()[0]}")
+            log.debug("resume patch of %s refused: %s", name, e)

@@ -1,0 +1,88 @@
+"""The queue design end to end: Kueue admits Jobs by priority and evicts low-priority work for it.
+
+On 2 nodes x 4 devices, three 4-device low-priority jobs (2 h, checkpoint every 15 min) fill the
+cluster; three 1-device high-priority jobs arrive at 30 min. Under ``queue`` Kueue evicts one
+low-priority job and the high-priority jobs start within seconds of wall time; the evicted job
+resumes from its checkpoint, and the run reports the evictions, the device-hours lost and the
+re-queue wait. Under ``shared`` in the same run the high-priority jobs wait for a low-priority job
+to finish by itself. Negative control: the same jobs with the ClusterQueue's preemption off evict
+nothing and wait as under ``shared``, so the evictions were Kueue's preemption. Afterwards no
+Kueue CRD, namespace or contention node is left.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dra_harness.providers.embedded import kueue
+from dra_harness.kube import rest
+from dra_harness.kube.waits import watch_until
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "dra_harness.cli"]
+SCENARIOS = ROOT / "fixtures" / "contention" / "queue"
+LOW_RUN_WALL_S = 12.0      # 2 h at 600x
+CHECKPOINT_WALL_S = 1.5    # 15 min at 600x
+
+
+def _run(cluster, scenario: Path, out: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*CLI, "contention", "run", str(scenario), "--no-probe", "--cluster-name", cluster.name,
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _tier(result: dict, name: str) -> dict:
+    return next(t for t in result["tiers"] if t["tier"] == name)
+
+
+def _nothing_left(cluster) -> None:
+    kube = cluster.kube()
+    crds = [c["metadata"]["name"] for c in kube.list(kueue.CRDS) if c["metadata"]["name"].endswith("kueue.x-k8s.io")]
+    assert crds == [], f"Kueue CRDs left: {crds}"
+    # Namespaces go in the background; none may be held by a finalizer that nobody will drop any more.
+    watch_until(kube, rest.NAMESPACES, lambda ns: not any(n["metadata"]["name"] == kueue.NAMESPACE or
+                                                          n["metadata"]["name"].startswith("ctn-") for n in ns),
+                90, "Kueue's and the runs' namespaces to be gone",
+                why=lambda ns: ", ".join(f"{n['metadata']['name']} ({n['status'].get('phase')})" for n in ns))
+    assert kube.list(rest.NODES, label_selector="dra-harness.io/contention") == []
+
+
+def test_kueue_evicts_low_priority_work_for_high_priority_jobs_and_the_run_counts_what_it_cost(small_cluster, tmp_path):
+    proc = _run(small_cluster, SCENARIOS / "evicts.yaml", tmp_path)
+    print(proc.stdout[-2500:])
+    queued = json.loads((tmp_path / "contention" / "queue-evicts-queue.json").read_text())
+    shared = json.loads((tmp_path / "contention" / "queue-evicts-shared.json").read_text())
+    for r in (queued, shared):
+        assert r["jobs_lost"] == 0 and r["jobs_completed"] == r["jobs_total"] == 6, r["lost"]
+    ev = queued["evictions"]
+    assert ev["hi"]["evictions"] == 0 and ev["lo"]["evictions"] >= 1, ev
+    # Each eviction loses at most one checkpoint interval of a 4-device job: 4 x 15 min = 1 device-hour.
+    assert 0 < ev["lo"]["lost_device_hours"] <= ev["lo"]["evictions"] * 1.0, ev
+    assert ev["lo"]["requeue_wait_s"]["count"] == ev["lo"]["evictions"]
+    assert queued["resumed"] == {"patched": ev["lo"]["evictions"], "missed": []}, queued["resumed"]
+    # High priority started by eviction, not by waiting for a low-priority job's 12 s to end.
+    hi_queue, hi_shared = _tier(queued, "hi")["wait_wall_s"]["max"], _tier(shared, "hi")["wait_wall_s"]["max"]
+    assert hi_queue < 5.0 < hi_shared, (hi_queue, hi_shared)
+    # The evicted job's next run was only the work left after its last checkpoint.
+    raw = json.loads((tmp_path / "contention" / "queue-evicts-queue-raw.json").read_text())
+    for name, job in raw["jobs"].items():
+        if job["evictions"]:
+            first, last = job["runs"][0], job["runs"][-1]
+            saved = (first[1] - first[0]) // CHECKPOINT_WALL_S * CHECKPOINT_WALL_S
+            assert abs((last[1] - last[0]) - (LOW_RUN_WALL_S - saved)) < 1.0, (name, job["runs"])
+    _nothing_left(small_cluster)
+
+    # Negative control: no preemption, no eviction; high priority waits for low priority to finish.
+    _run(small_cluster, SCENARIOS / "no-preemption.yaml", tmp_path / "control")
+    control = json.loads((tmp_path / "control" / "contention" / "queue-no-preemption-queue.json").read_text())
+    assert control["jobs_lost"] == 0
+    assert all(e["evictions"] == 0 for e in control["evictions"].values()), control["evictions"]
+    assert _tier(control, "hi")["wait_wall_s"]["max"] > 5.0, _tier(control, "hi")
+    _nothing_left(small_cluster)
