@@ -70,6 +70,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--tenant-label", "pod label that names a tenant (sharing audit)", default="tenant"),
     Option("--allow-disruptive", "on a cluster the run did not create, let disruptive tests restart drivers on, drain and "
            f"taint nodes labelled {DISRUPTABLE_LABEL}=true", type=bool),
+    Option("--allow-contention", "on a cluster the run did not create, let the contention suite add up to "
+           "--simulated-nodes KWOK nodes (run by a local KWOK that manages only them) and run its jobs there", type=bool),
+    Option("--simulated-nodes", "with --allow-contention: the most simulated nodes the contention suite may add",
+           default=0, type=int, range=(0, 200)),
     Option("--lease-namespace", "namespace of the Leases through which concurrent runs on one cluster take turns",
            default="default"),
     Option("--dry-run", "disruptive tests list what they would touch, and touch nothing", type=bool),

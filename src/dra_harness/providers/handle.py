@@ -21,7 +21,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.labels import KEPT_LABEL, RUN_LABEL, run_selector
+from dra_harness.labels import KEPT_LABEL, RUN_LABEL, SIMULATED_NODE_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
@@ -285,8 +285,10 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     selector = run_selector(run_id, include_kept=False)
     # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
     kinds = [(res, None) for res in cluster_scoped_kinds(kube)[::-1]] + [(LEASES, lease_namespace)]
-    for res, namespace in kinds:
-        for obj in _ours(kube, res, namespace, selector):
+    # Simulated nodes the run made (contention), and only those: a real node may carry the run label too.
+    nodes = (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}")
+    for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
+        for obj in _ours(kube, res, namespace, sel):
             kube.delete(res, obj["metadata"]["name"], namespace)
     for ns in kube.list(rest.NAMESPACES, label_selector=selector):
         kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
@@ -296,8 +298,8 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     except WaitError:
         pass
     left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-    for res, namespace in kinds:
-        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, selector)]
+    for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
     return left
 
 

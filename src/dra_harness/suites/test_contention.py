@@ -11,20 +11,27 @@ verdict withheld where its tolerable wait is within ten control-plane floors (``
 Runs the seed scenario (``data/scenarios/inference-vs-training.yaml``) by default;
 ``DRA_HARNESS_CONTENTION=all`` runs every shipped scenario (the 1,000-job one adds
 about 3 minutes per design), or a comma-separated list of scenario names.
+``DRA_HARNESS_CONTENTION_DESIGNS`` names the designs (default ``shared,reserved,pools``):
+``queue`` starts Kueue beside the embedded cluster, whose first build takes about 7 minutes,
+so the main job leaves it to ``contention run`` unless asked.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from dra_harness import data
-from dra_harness.contention import floor, runner
+from dra_harness.contention import floor, queue, runner
 from dra_harness.contention.scenario import DESIGNS, Scenario, load
 from dra_harness.contention.topology import Topology
+from dra_harness.kube.waits import WaitError
+from dra_harness.providers import simulated_nodes
+from dra_harness.providers.embedded import kueue
 
 #: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
 SCENARIOS = data.path("scenarios")
@@ -44,7 +51,15 @@ def _scenarios() -> list[Path]:
     return [p for p in shipped if p.stem in names]
 
 
-CASES = [(p, d) for p in _scenarios() for d in DESIGNS if d in load(p).designs]
+def _designs() -> list[str]:
+    wanted = os.environ.get("DRA_HARNESS_CONTENTION_DESIGNS", "shared,reserved,pools").split(",")
+    unknown = set(wanted) - set(DESIGNS)
+    if unknown:
+        raise ValueError(f"DRA_HARNESS_CONTENTION_DESIGNS names {', '.join(sorted(unknown))}: designs are {', '.join(DESIGNS)}")
+    return wanted
+
+
+CASES = [(p, d) for p in _scenarios() for d in DESIGNS if d in load(p).designs and d in _designs()]
 pytestmark = [pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
 
 
@@ -56,15 +71,38 @@ def _out_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[Topology]:
-    if not cluster.provider.simulates_nodes:
-        pytest.skip("contention adds simulated (KWOK) nodes; only the embedded cluster runs KWOK")
     sc: Scenario = load(request.param)
     topo = Topology(cluster.kube, sc, run_id)
+    kwok = None
+    if not cluster.provider.simulates_nodes:
+        kwok = _local_kwok(request.config, cluster, topo)
+        topo.kwok = kwok.annotation
     try:
-        topo.create()
+        try:
+            topo.create()
+        except WaitError:
+            if kwok:
+                kwok.check()  # nodes never Ready because our KWOK died: say so, with its last line
+            raise
         yield topo
     finally:
         topo.delete()
+        if kwok:
+            kwok.stop()
+
+
+def _local_kwok(config: pytest.Config, cluster, topo: Topology) -> simulated_nodes.LocalKwok:
+    """On a cluster we did not create: our own KWOK for the scenario's nodes, if the user allowed them."""
+    allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
+    nodes = topo.scenario.nodes
+    if not allowed or most < nodes:
+        pytest.skip(f"contention adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
+                    f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
+                    f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
+    kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
+    if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
+        pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
+    return simulated_nodes.LocalKwok(kubeconfig, topo.tag).start()
 
 
 def assert_every_job_accounted_for(result: dict) -> None:
@@ -77,7 +115,7 @@ def assert_every_job_accounted_for(result: dict) -> None:
 
 
 _PROBES: dict[str, dict] = {}
-_FLOOR_WALLS: dict[str, list[float]] = {}
+_FLOOR_WALLS: dict[tuple[str, str], list[float]] = {}
 #: Whether kube-scheduler frees a DRA device by preempting a lower-priority pod, per minor, as this
 #: probe observed it (v1.36.3, v1.37.2). A version that behaves otherwise fails here until the
 #: guidance built on it is revisited.
@@ -110,11 +148,14 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
                                                                      tmp_path_factory, evidence):
     report, out = _out_dir(request, tmp_path_factory)
     sc = topology.scenario
-    if sc.name not in _FLOOR_WALLS:  # once per scenario: it is the control plane's, not the design's
-        _FLOOR_WALLS[sc.name] = floor.measure(cluster.kube, topology)
-    result = runner.run_design(cluster.kube, topology, design, out, cluster.server_version().lstrip("v"),
-                               probe=_PROBES.get(sc.name), floor=floor.summarise(_FLOOR_WALLS[sc.name], sc.time_compression))
+    kind = floor.kind(design)
+    with _kueue_if(design, cluster, topology):
+        if (sc.name, kind) not in _FLOOR_WALLS:  # once per scenario: it is the control plane's, not the design's
+            _FLOOR_WALLS[sc.name, kind] = floor.measure(cluster.kube, topology, design=kind)
+        result = runner.run_design(cluster.kube, topology, design, out, cluster.server_version().lstrip("v"), probe=_PROBES.get(sc.name),
+                                   floor=floor.summarise(_FLOOR_WALLS[sc.name, kind], sc.time_compression, kind))
     evidence.record(
+        evictions=result["evictions"],
         contention=str((out / f"{sc.name}-{design}.json").relative_to(report)),
         scenario=sc.name, design=design, jobs=result["jobs_total"], lost=result["jobs_lost"],
         wall_s=result["wall_s"], utilisation=result["utilisation"]["mean"],
@@ -125,6 +166,22 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
     assert (out / result["plots"]["wait_cdf"]).is_file() and (out / result["plots"]["utilisation"]).is_file()
     assert_every_job_accounted_for(result)
     assert not result["design_violations"], f"the allocator left the {design} design: {result['design_violations']}"
+
+
+@contextmanager
+def _kueue_if(design: str, cluster, topology: Topology) -> Iterator[None]:
+    """Kueue running for the queue design (the embedded cluster only), gone after it."""
+    if design != "queue":
+        yield
+        return
+    local = getattr(cluster.provider, "embedded", None)
+    if local is None:
+        pytest.skip("the queue design starts Kueue as a process beside the embedded cluster")
+    running = kueue.start(local, cluster.kube, queue.device_classes(topology))
+    try:
+        yield
+    finally:
+        kueue.stop(local, cluster.kube, running)
 
 
 @pytest.mark.parametrize("topology", [SMALL], indirect=True, ids=["small"])

@@ -1,0 +1,83 @@
+"""Simulated nodes on a cluster we did not create: KWOK as a local process, pointed at its kubeconfig.
+
+Why: contention at scale (mixed-1000 and larger) should run on the user's own API server and
+scheduler, not only on ours; their cluster has neither the nodes nor KWOK. So the run starts
+KWOK here, built from the module like every component, reaching the cluster through the
+kubeconfig the run was given, and managing *only* nodes annotated with this run's tag: never a
+real node, never another run's or another KWOK's simulated node (the embedded cluster's own KWOK
+selects a different annotation). Its pod stages are the embedded cluster's, so a pod's run time
+is read from the same annotation. Opt-in (``--allow-contention`` and ``--simulated-nodes``);
+the nodes themselves are created by the contention topology, labelled with the run, and swept
+with the run's other objects. KWOK's own server listens on loopback only, and the process ends
+with the process that started it.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dra_harness import data, lifetime
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+#: The annotation whose value names the run tag a local KWOK manages.
+ANNOTATION = "dra-harness.io/simulated-by"
+STAGES = data.path("kwok-stages.yaml")
+
+
+@dataclass
+class LocalKwok:
+    """A KWOK process managing the nodes annotated ``ANNOTATION=<tag>`` on the cluster of ``kubeconfig``."""
+
+    kubeconfig: str
+    tag: str
+    proc: subprocess.Popen | None = None
+    log_file: Path | None = None
+
+    @property
+    def annotation(self) -> tuple[str, str]:
+        return ANNOTATION, self.tag
+
+    def start(self) -> LocalKwok:
+        binary = builder.build_all([catalog.KWOK])[catalog.KWOK.dirname].binary("kwok")
+        directory = Path(tempfile.mkdtemp(prefix="dra-harness-kwok-"))  # private (0700), not a predictable path
+        self.log_file = directory / "kwok.log"
+        argv = [str(binary), f"--kubeconfig={self.kubeconfig}", f"--config={STAGES}",
+                f"--manage-nodes-with-annotation-selector={ANNOTATION}={self.tag}",
+                "--cidr=10.245.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40",
+                "--server-address=127.0.0.1:0"]
+        with open(self.log_file, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         preexec_fn=lifetime.die_with_parent())
+        return self
+
+    def check(self) -> None:
+        """Raise with KWOK's last line if it has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ClusterError(f"the local KWOK for simulated nodes exited {self.proc.returncode}: {self.last_line()}")
+
+    def last_line(self) -> str:
+        lines = self.log_file.read_text(errors="replace").strip().splitlines() if self.log_file and self.log_file.exists() else []
+        return lines[-1][:300] if lines else "no output"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log_file is not None:
+            for f in (self.log_file, self.log_file.parent):
+                try:
+                    f.unlink() if f.is_file() else f.rmdir()
+                except OSError:
+                    pass
