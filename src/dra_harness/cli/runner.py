@@ -134,5 +134,7 @@ def run_suites(options: RunOptions, console: Console) -> int:
             provider.close()
         path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
         console.print("sign-off report:")
+        if code not in (0, 1):
+            print(flush=True)  # an interrupted pytest may have left its progress line unfinished on our stdout
         print(path, flush=True)
     return code
