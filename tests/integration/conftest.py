@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+
+#: Modules whose components selftest builds in the background (:mod:`dra_harness.components.background`),
+#: in the order it builds them: they run last, so that on an empty cache the build overlaps the other tests.
+LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "test_kind_real")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        ours = item.path.parent == here and item.path.stem in LAST
+        return LAST.index(item.path.stem) + 1 if ours else 0
+    items.sort(key=rank)  # stable: every other test keeps its place
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from dra_harness.components import background
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.options import OPTIONS, Option
@@ -60,5 +61,18 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
 
     # The kubelet and containerd too where real nodes can run (their tests skip elsewhere).
     builder.build_all(catalog.for_cluster(real_nodes=unavailable_reason() is None))
-    code = subprocess.call([sys.executable, "-m", "pytest", "tests", *pytest_args], cwd=root)
+    # What only some tests need builds niced beside the tests, which run those tests last.
+    later = background.for_tests()
+    log = builder.cache_root() / "logs" / "background.log"
+    pending = background.Background(later, log)
+    if pending.proc:
+        err.print(f"building in the background while the tests run: "
+                  f"{', '.join(c.dirname for c in later if not builder.is_cached(c))} (log {log})")
+    try:
+        # The slowest tests, named in CI's log: where its time limit goes.
+        code = subprocess.call([sys.executable, "-m", "pytest", "tests", "--durations=40", *pytest_args], cwd=root)
+    finally:
+        pending.stop()
+    if pending.proc:  # when each background build finished, beside the durations above
+        err.print(f"background builds:\n{log.read_text(errors='replace')[-1500:]}")
     sys.exit(code)
