@@ -11,6 +11,8 @@ DISRUPTABLE_LABEL = "dra-harness.io/disruptable"
 #: On a node: the run created it (a simulated contention node), so its sweep may delete it. A run's
 #: label alone never makes a node deletable: real nodes it labelled keep existing.
 SIMULATED_NODE_LABEL = "dra-harness.io/contention"
+#: On a real node: the user allows the contention suite's jobs there (with --allow-contention). Only read.
+CONTENTION_ALLOWED_LABEL = "dra-harness.io/contention-allowed"
 
 
 def run_selector(run_id: str, include_kept: bool = True) -> str:

@@ -1,6 +1,9 @@
-"""The contention suite on a cluster the harness did not create: simulated nodes run by our own KWOK.
+"""The contention suite on a cluster the harness did not create: its own devices, or simulated nodes of our KWOK.
 
-An embedded cluster is reached as an existing cluster, through its kubeconfig only. With
+An embedded cluster is reached as an existing cluster, through its kubeconfig only. On its real
+node (labelled ``dra-harness.io/contention-allowed=true``, as a user would) the jobs are pods
+with a sleeping container taking the example driver's devices, the reserved design naming its
+device by uuid; without the label nothing runs and the run says why. With
 ``--allow-contention --simulated-nodes 16`` the suite adds the scenario's nodes there, annotated
 for a KWOK process this run starts (it manages those nodes and no other), and runs the seed
 scenario's designs on that API server and scheduler. Afterwards nothing of the run is left:
@@ -11,6 +14,8 @@ KWOK that is not running never become Ready, so it was our KWOK that ran the job
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import uuid
@@ -22,7 +27,9 @@ from dra_harness.contention.scenario import load
 from dra_harness.contention.topology import Topology
 from dra_harness.kube import rest
 from dra_harness.kube.waits import WaitError
-from dra_harness.labels import RUN_LABEL
+from dra_harness.components.images import WORKLOAD_IMAGE
+from dra_harness.labels import CONTENTION_ALLOWED_LABEL, RUN_LABEL
+from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.providers.handle import sweep_run
 from dra_harness.providers import simulated_nodes
 from dra_harness.providers.embedded import twin
@@ -32,11 +39,11 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(cluster, report: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run(cluster, report: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(cluster.kubeconfig),
          "--report-dir", str(report), *extra, "-k", "test_contention"],
-        capture_output=True, text=True, timeout=1500, cwd=ROOT)
+        capture_output=True, text=True, timeout=1500, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
 def _kwok_processes() -> list[str]:
@@ -94,3 +101,52 @@ def test_the_run_sweep_deletes_its_simulated_nodes_and_never_a_node_it_only_labe
     finally:
         kube.patch(rest.NODES, other, {"metadata": {"labels": {RUN_LABEL: None}}})
         topo.delete()
+
+
+REAL_SCENARIO = ROOT / "fixtures" / "contention" / "real" / "one-node.yaml"
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"no real nodes here: {unavailable_reason()}")
+def test_the_contention_suite_runs_on_the_real_devices_of_the_nodes_labelled_for_it(real_cluster, tmp_path):
+    kube = real_cluster.kube()
+    node = "real-node-0"
+    env = {"DRA_HARNESS_CONTENTION": str(REAL_SCENARIO), "DRA_HARNESS_CONTENTION_DESIGNS": "reserved"}
+    before = {n["metadata"]["name"]: n["metadata"].get("labels") for n in kube.list(rest.NODES)}
+
+    # Negative control first: no node labelled, so no job may run anywhere, and the run says which label it needs.
+    out = _run(real_cluster, tmp_path / "unlabelled", "--allow-contention", "--shell-image", WORKLOAD_IMAGE, env=env)
+    assert out.returncode != 0
+    assert f"no node is labelled {CONTENTION_ALLOWED_LABEL}=true" in out.stdout + out.stderr, (out.stdout + out.stderr)[-2000:]
+
+    kube.patch(rest.NODES, node, {"metadata": {"labels": {CONTENTION_ALLOWED_LABEL: "true"}}})
+    try:
+        out = _run(real_cluster, tmp_path / "run", "--allow-contention", "--shell-image", WORKLOAD_IMAGE, env=env)
+        verdicts = {r["test"]: (r["outcome"], r["message"]) for r in read_results(tmp_path / "run")}
+        for test, outcome in sorted(verdicts.items()):
+            print(f"  {outcome[0]:8} {test}")
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        design = next(t for t in verdicts if "accounted_for" in t)
+        assert verdicts[design][0] == "passed", verdicts
+        probe = next(t for t in verdicts if "preemption_probe" in t)
+        assert verdicts[probe][0] == "passed", verdicts
+        control = next(t for t in verdicts if "negative_control" in t)
+        assert verdicts[control][0] == "skipped" and "simulated" in verdicts[control][1], verdicts[control]
+
+        result = json.loads((tmp_path / "run" / "contention" / "one-node-reserved.json").read_text())
+        held = {d for j in json.loads((tmp_path / "run" / "contention" / result["raw"]).read_text())["jobs"].values()
+                for d in j["devices"]}
+        assert held and all(d.startswith(f"{node}/") for d in held), held  # the real node's devices, no simulated one
+        assert result["jobs_completed"] == result["jobs_total"] == 5 and not result["design_violations"], result
+        assert "uuid in" in result["device_selectors"]["inference"], result["device_selectors"]
+        # The compression was lowered until inference's tolerable wait is 20 floors.
+        floor = result["floor"]
+        assert result["time_compression"] < 60 and floor["wall_s"]["p95"] > 0
+        assert 300 / result["time_compression"] >= 20 * floor["wall_s"]["p95"] * 0.99, (result["time_compression"], floor)
+        print(f"real devices: floor p95 {floor['wall_s']['p95']} s wall, compression {result['time_compression']}x, "
+              f"wall {result['wall_s']} s, tiers {[(t['tier'], t['verdict']) for t in result['tiers']]}")
+    finally:
+        kube.patch(rest.NODES, node, {"metadata": {"labels": {CONTENTION_ALLOWED_LABEL: None}}})
+    assert twin.leftovers(kube) == [], twin.leftovers(kube)
+    after = {n["metadata"]["name"]: n["metadata"].get("labels") for n in kube.list(rest.NODES)}
+    assert after == before, "the run changed a node's labels"
+    assert not [p for p in kube.list(rest.PODS) if (p["metadata"].get("labels") or {}).get(RUN_LABEL)]

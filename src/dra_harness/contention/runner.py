@@ -237,7 +237,7 @@ def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeou
     rec = Recorder(kube, ns)
     try:
         kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": cls, "labels": labels}, "spec": {"selectors": [
-            {"cel": {"expression": f"{topo.selector('shared', low.name)} && device.attributes['{'contention.dra-harness.io'}'].ordinal < {len(devices)}"}}]}})
+            {"cel": {"expression": topo.probe_selector(low.name, node)}}]}})
         topo.install("shared", ns)
         for tier in (low, high):
             kube.create(rest.RESOURCE_CLAIM_TEMPLATES, {"metadata": {"name": f"probe-{tier.name}", "labels": labels},

@@ -116,6 +116,15 @@ SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False,
             "properties": {"enabled": {"type": "boolean"}, "low_duration": _DURATION},
         },
+        # On a cluster's own devices (contention.real_devices): which driver, and what names a device and a node group.
+        "real_devices": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "driver": {"type": "string", "minLength": 1},
+                "identity": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                "node_group_label": {"type": "string", "minLength": 1},
+            },
+        },
     },
 }
 
@@ -153,6 +162,7 @@ class Scenario:
     seed: int = 1
     description: str = ""
     probe: dict[str, Any] = field(default_factory=dict)
+    real_devices: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total_devices(self) -> int:
@@ -257,6 +267,7 @@ def parse(raw: Any, file: str) -> Scenario:
         name=raw["name"], path=file, time_compression=float(raw["time_compression"]), nodes=cl["nodes"],
         devices_per_node=cl["devices_per_node"], node_groups=groups, tiers=tuple(tiers), designs=designs,
         seed=raw.get("seed", 1), description=raw.get("description", ""), probe=raw.get("probe") or {},
+        real_devices=raw.get("real_devices") or {},
     )
 
 

@@ -139,6 +139,11 @@ class Topology:
             return f"{base} && {_attr('nodeGroup')} in [{', '.join(repr(g) for g in groups)}]"
         return base
 
+    def probe_selector(self, tier: str, node: str) -> str:
+        """The preemption probe's class: ``tier``'s shared devices on ``node`` only."""
+        ordinals = [d.ordinal for d in self.devices if d.node == node]
+        return f"{self.selector('shared', tier)} && {_attr('ordinal')} >= {min(ordinals)} && {_attr('ordinal')} <= {max(ordinals)}"
+
     def allows(self, design: str, tier: str, device: Device) -> bool:
         """What :meth:`selector` means, in Python: checks that the allocator kept to the design."""
         if design == "reserved":

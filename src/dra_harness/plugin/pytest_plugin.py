@@ -86,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROVIDER] = providers.create({o.dest: config.getoption(o.flag) for o in OPTIONS}, run_id)
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
+    config.addinivalue_line("markers", "simulated_devices: runs only where the contention nodes are simulated")
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
     if workerinput is None:

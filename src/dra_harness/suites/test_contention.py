@@ -10,7 +10,10 @@ verdict withheld where its tolerable wait is within ten control-plane floors (``
 
 Runs the seed scenario (``data/scenarios/inference-vs-training.yaml``) by default;
 ``DRA_HARNESS_CONTENTION=all`` runs every shipped scenario (the 1,000-job one adds
-about 3 minutes per design), or a comma-separated list of scenario names.
+about 3 minutes per design), or a comma-separated list of scenario names and scenario files.
+On a cluster the run did not create, ``--allow-contention`` runs the jobs on the devices of the
+nodes labelled ``dra-harness.io/contention-allowed=true`` (:mod:`dra_harness.contention.real_devices`),
+or, with ``--simulated-nodes N``, on simulated nodes of the run's own KWOK.
 ``DRA_HARNESS_CONTENTION_DESIGNS`` names the designs (default ``shared,reserved,pools``):
 ``queue`` starts Kueue beside the embedded cluster, whose first build takes about 7 minutes,
 so the main job leaves it to ``contention run`` unless asked.
@@ -28,8 +31,10 @@ import pytest
 from dra_harness import data
 from dra_harness.contention import floor, queue, runner
 from dra_harness.contention.scenario import DESIGNS, Scenario, load
+from dra_harness.contention.real_devices import RealDevices
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.waits import WaitError
+from dra_harness.labels import CONTENTION_ALLOWED_LABEL
 from dra_harness.providers import simulated_nodes
 from dra_harness.providers.embedded import kueue
 
@@ -45,10 +50,12 @@ def _scenarios() -> list[Path]:
     if wanted == "all":
         return shipped
     names = set(wanted.split(","))
-    missing = names - {p.stem for p in shipped}
+    files = {n for n in names if n.endswith((".yaml", ".yml"))}  # a scenario file of the user's
+    missing = sorted(n for n in files if not Path(n).is_file()) + sorted(names - files - {p.stem for p in shipped})
     if missing:  # never an empty parameter set that passes for want of a scenario
-        raise FileNotFoundError(f"DRA_HARNESS_CONTENTION names {', '.join(sorted(missing))}: not among the scenarios in {SCENARIOS}")
-    return [p for p in shipped if p.stem in names]
+        raise FileNotFoundError(f"DRA_HARNESS_CONTENTION names {', '.join(missing)}: neither a scenario file nor "
+                                f"among the scenarios in {SCENARIOS}")
+    return [p for p in shipped if p.stem in names] + [Path(n).resolve() for n in sorted(files)]
 
 
 def _designs() -> list[str]:
@@ -72,11 +79,17 @@ def _out_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture
 def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[Topology]:
     sc: Scenario = load(request.param)
-    topo = Topology(cluster.kube, sc, run_id)
     kwok = None
-    if not cluster.provider.simulates_nodes:
-        kwok = _local_kwok(request.config, cluster, topo)
-        topo.kwok = kwok.annotation
+    if cluster.provider.simulates_nodes or request.config.getoption("--simulated-nodes"):
+        topo = Topology(cluster.kube, sc, run_id)
+        if not cluster.provider.simulates_nodes:
+            kwok = _local_kwok(request.config, cluster, topo)
+            topo.kwok = kwok.annotation
+    else:
+        if request.node.get_closest_marker("simulated_devices"):
+            pytest.skip("runs on simulated nodes (the embedded cluster's, or with --simulated-nodes N): "
+                        "its fault is a simulated pod's run duration")
+        topo = _real_devices(request.config, cluster, sc, run_id)
     try:
         try:
             topo.create()
@@ -89,6 +102,20 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
         topo.delete()
         if kwok:
             kwok.stop()
+
+
+def _real_devices(config: pytest.Config, cluster, sc: Scenario, run_id: str) -> RealDevices:
+    """On a cluster we did not create, without simulated nodes: the labelled nodes' own devices, if allowed."""
+    if not config.getoption("--allow-contention"):
+        pytest.skip(f"contention on a cluster the run did not create needs --allow-contention: its jobs run on the nodes "
+                    f"labelled {CONTENTION_ALLOWED_LABEL}=true (or, with --simulated-nodes N, on simulated nodes)")
+    return RealDevices(cluster.kube, sc, run_id, cluster.probe_image, cluster.driver, _identity(cluster))
+
+
+def _identity(cluster) -> str:
+    """The attribute the driver profile calls ``uuid``, in the driver's own domain."""
+    name = cluster.profile.attributes.get("uuid", "uuid")
+    return name.rpartition("/")[2]
 
 
 def _local_kwok(config: pytest.Config, cluster, topo: Topology) -> simulated_nodes.LocalKwok:
@@ -122,7 +149,7 @@ _FLOOR_WALLS: dict[tuple[str, str], list[float]] = {}
 KNOWN_PREEMPTION = {"1.36": False, "1.37": False}
 
 
-@pytest.mark.parametrize("topology", [SCENARIOS / f"{SEED}.yaml"], indirect=True, ids=[SEED])
+@pytest.mark.parametrize("topology", _scenarios(), indirect=True, ids=[p.stem for p in _scenarios()])
 def test_preemption_probe_records_whether_a_device_is_freed_for_higher_priority(topology, cluster, evidence):
     probe = runner.preemption_probe(cluster.kube, topology, low_run_s=15.0)
     _PROBES[topology.scenario.name] = probe
@@ -147,17 +174,24 @@ def test_preemption_probe_records_whether_a_device_is_freed_for_higher_priority(
 def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, design, cluster, request,
                                                                      tmp_path_factory, evidence):
     report, out = _out_dir(request, tmp_path_factory)
+    if design in getattr(topology, "unsupported", {}):
+        pytest.skip(topology.unsupported[design])
     sc = topology.scenario
     kind = floor.kind(design)
     with _kueue_if(design, cluster, topology):
         if (sc.name, kind) not in _FLOOR_WALLS:  # once per scenario: it is the control plane's, not the design's
             _FLOOR_WALLS[sc.name, kind] = floor.measure(cluster.kube, topology, design=kind)
+        if isinstance(topology, RealDevices):  # containers start in seconds: slow the scenario to 20 floors
+            topology.adapt_compression(_FLOOR_WALLS[sc.name, kind])
+            sc = topology.scenario
         result = runner.run_design(cluster.kube, topology, design, out, cluster.server_version().lstrip("v"), probe=_PROBES.get(sc.name),
                                    floor=floor.summarise(_FLOOR_WALLS[sc.name, kind], sc.time_compression, kind))
     evidence.record(
         evictions=result["evictions"],
         contention=str((out / f"{sc.name}-{design}.json").relative_to(report)),
         scenario=sc.name, design=design, jobs=result["jobs_total"], lost=result["jobs_lost"],
+        devices="the cluster's own" if isinstance(topology, RealDevices) else "simulated",
+        time_compression=sc.time_compression, floor_p95_wall_s=result["floor"]["wall_s"]["p95"] if result["floor"] else None,
         wall_s=result["wall_s"], utilisation=result["utilisation"]["mean"],
         idle_reserved_device_h=round(result["idle_reserved_device_s"] / 3600, 2),
         tiers={t["tier"]: {"p95_wait_min": None if t["wait_s"]["p95"] is None else round(t["wait_s"]["p95"] / 60, 1),
@@ -184,6 +218,7 @@ def _kueue_if(design: str, cluster, topology: Topology) -> Iterator[None]:
         kueue.stop(local, cluster.kube, running)
 
 
+@pytest.mark.simulated_devices
 @pytest.mark.parametrize("topology", [SMALL], indirect=True, ids=["small"])
 def test_negative_control_a_hung_job_and_a_job_never_created_are_counted_lost(topology, cluster, tmp_path, evidence):
     """Fault injection: one pod never completes (no run duration), one is never sent."""
