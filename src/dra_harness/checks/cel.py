@@ -5,7 +5,9 @@ say *which* devices a selector matches, and when it matches none, which attribut
 capacity it names that no device publishes (the likely typo). The environment mirrors
 Kubernetes' DRA CEL: ``device.driver``, ``device.attributes[domain].name``,
 ``device.capacity[domain].name`` and the ``quantity()``/``semver()`` libraries, whose
-comparisons are methods (``compareTo``, ``isGreaterThan``, ``isLessThan``).
+comparisons are methods (``compareTo``, ``isGreaterThan``, ``isLessThan``). What Kubernetes'
+type checker refuses (``>=`` between quantities) is refused here too (:mod:`.celtypes`), before
+cel-python, which is dynamically typed, would evaluate it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import celpy
 import celpy.celtypes as ct
 
+from dra_harness.checks import celtypes
 from dra_harness.errors import CheckError
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -97,13 +100,29 @@ class SelectorError(CheckError):
 
 
 @lru_cache(maxsize=512)
-def _program(expression: str):
+def _compiled(expression: str):
+    """(program, the type checker's objection or ""), as the API server would see the selector."""
     env = celpy.Environment()
     try:
-        # Our functions return Quantity and Semver objects, which celpy passes through but does not type.
-        return env.program(env.compile(expression), functions=FUNCTIONS)  # type: ignore[arg-type]
+        tree = env.compile(expression)
     except celpy.CELParseError as e:
         raise SelectorError(f"selector does not compile: {expression}") from e
+    try:
+        celtypes.check(tree)
+        objection = ""
+    except celtypes.TypeCheckError as e:
+        objection = str(e)
+    # Our functions return Quantity and Semver objects, which celpy passes through but does not type.
+    return env.program(tree, functions=FUNCTIONS), objection  # type: ignore[arg-type]
+
+
+def _program(expression: str):
+    return _compiled(expression)[0]
+
+
+def rejection(expression: str) -> str:
+    """Why the API server's type checker rejects ``expression`` ("" when it compiles), offline."""
+    return _compiled(expression)[1]
 
 
 def _value(attr: dict) -> Any:
@@ -145,6 +164,8 @@ def activation(driver: str, device: dict) -> dict:
 class Outcome:
     matched: bool
     error: str = ""
+    #: The API server would refuse the selector itself (``error`` says why): nothing can match.
+    rejected: bool = False
 
 
 def evaluate(expression: str, driver: str, device: dict) -> Outcome:
@@ -153,7 +174,9 @@ def evaluate(expression: str, driver: str, device: dict) -> Outcome:
     A runtime error (typically a missing attribute) counts as no match, as in the
     scheduler, and is reported in ``error``.
     """
-    program = _program(expression)
+    program, objection = _compiled(expression)
+    if objection:
+        return Outcome(False, objection, rejected=True)
     try:
         result = program.evaluate(activation(driver, device))
     except celpy.CELEvalError as e:
