@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +55,11 @@ def read_text(path: Path | str, error: type[Exception], prefix: str, max_bytes: 
         raise error(f"{prefix}: is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
-def load(path: Path | str, error: type[Exception], prefix: str) -> dict[str, Any]:
-    """The file's top-level mapping, or ``error("<prefix>: <why>")`` for any file that is not one."""
-    text = read_text(path, error, prefix)
-    loader = _Loader(text)
+@contextmanager
+def _reading(loader: Any, error: type[Exception], prefix: str) -> Iterator[None]:
+    """Turn what a YAML loader raises into ``error("<prefix>: <why>")``, one line."""
     try:
-        node = loader.get_single_node()
-        if node is None:
-            raise error(f"{prefix}: is empty")
-        _check_expansion(node, error, prefix)
-        data = loader.construct_document(node)
+        yield
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -77,10 +74,43 @@ def load(path: Path | str, error: type[Exception], prefix: str) -> dict[str, Any
         raise error(f"{prefix}: nested deeper than {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
+
+
+def load(path: Path | str, error: type[Exception], prefix: str) -> dict[str, Any]:
+    """The file's top-level mapping, or ``error("<prefix>: <why>")`` for any file that is not one."""
+    text = read_text(path, error, prefix)
+    loader = _Loader(text)
+    with _reading(loader, error, prefix):
+        node = loader.get_single_node()
+        if node is None:
+            raise error(f"{prefix}: is empty")
+        _check_expansion(node, error, prefix)
+        data = loader.construct_document(node)
     if not isinstance(data, dict):
         raise error(f"{prefix}: (top level): is {_kind(data)}, not a mapping of fields")
     _check_keys(data, error, prefix, "")
     return data
+
+
+def load_all(path: Path | str, error: type[Exception], prefix: str) -> list[dict[str, Any]]:
+    """Every document of a multi-document file (``---``), each a mapping; empty documents are skipped."""
+    text = read_text(path, error, prefix)
+    loader = _Loader(text)
+    docs: list[dict[str, Any]] = []
+    with _reading(loader, error, prefix):
+        while loader.check_node():
+            node = loader.get_node()
+            _check_expansion(node, error, prefix)
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise error(f"{prefix}: document {len(docs) + 1}: is {_kind(data)}, not a mapping of fields")
+            _check_keys(data, error, prefix, "")
+            docs.append(data)
+    if not docs:
+        raise error(f"{prefix}: is empty")
+    return docs
 
 
 def load_json(path: Path | str, error: type[Exception], prefix: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dra_harness.checks import cel
-from dra_harness.checks.diagnose import _Cluster, diagnose_request
+from dra_harness.checks.diagnose import ClusterView, diagnose_request
 from dra_harness.checks.sharing import audited_claims, double_allocations, tenant_crossings
 
 DRIVER = "gpu.example.com"
@@ -16,12 +16,12 @@ def device(i: int) -> dict:
             "capacity": {"memory": {"value": "80Gi"}}}
 
 
-def cluster(nodes=2, per_node=2, claims=()) -> _Cluster:
+def cluster(nodes=2, per_node=2, claims=()) -> ClusterView:
     slices = [{"metadata": {"name": f"s{n}"}, "spec": {"driver": DRIVER, "nodeName": f"n{n}", "pool": {"name": f"n{n}"},
                                                       "devices": [device(i) for i in range(per_node)]}} for n in range(nodes)]
     cls = {"metadata": {"name": DRIVER}, "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}}
     nodes_ = {f"n{n}": {"metadata": {"name": f"n{n}", "labels": {"kubernetes.io/hostname": f"n{n}"}}} for n in range(nodes)}
-    return _Cluster(slices=slices, classes={DRIVER: cls}, claims=list(claims), nodes=nodes_)
+    return ClusterView(slices=slices, classes={DRIVER: cls}, claims=list(claims), nodes=nodes_)
 
 
 def claim_holding(name: str, node: str, *indices: int) -> dict:
@@ -36,7 +36,7 @@ def request(count=1, selectors=(), cls=DRIVER, mode="ExactCount"):
     return {"deviceClassName": cls, "count": count, "allocationMode": mode, "selectors": [{"cel": {"expression": e}} for e in selectors]}
 
 
-def cause(c: _Cluster, req: dict, pod=POD):
+def cause(c: ClusterView, req: dict, pod=POD):
     found = diagnose_request(pod, "gpu", req, c, c.holders())
     return found[0] if found else None
 

@@ -46,7 +46,7 @@ class Diagnosis:
 
 
 @dataclass
-class _Cluster:
+class ClusterView:
     """One consistent read of everything a diagnosis needs."""
 
     slices: list[Obj]
@@ -55,7 +55,7 @@ class _Cluster:
     nodes: dict[str, Obj]
 
     @classmethod
-    def read(cls, kube: Kube) -> _Cluster:
+    def read(cls, kube: Kube) -> ClusterView:
         return cls(
             slices=kube.list(rest.RESOURCE_SLICES),
             classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},
@@ -80,11 +80,11 @@ class _Cluster:
         return held
 
 
-def _selectors(obj: Obj) -> list[str]:
+def selectors_of(obj: Obj) -> list[str]:
     return [s["cel"]["expression"] for s in obj.get("selectors") or [] if "cel" in s]
 
 
-def _requests(claim_spec: Obj) -> list[list[tuple[str, Obj]]]:
+def requests_of(claim_spec: Obj) -> list[list[tuple[str, Obj]]]:
     """Each request as its alternatives: one for ``exactly``, several for ``firstAvailable``."""
     out = []
     for r in claim_spec.get("devices", {}).get("requests") or []:
@@ -101,7 +101,7 @@ def _pod_nodes(pod: Obj, nodes: dict[str, Obj]) -> set[str]:
     return {n for n, obj in nodes.items() if all(obj["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())}
 
 
-def _typo(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | None, Obj]]) -> str | None:
+def misspelt(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | None, Obj]]) -> str | None:
     """A selector reference that no candidate device publishes, with the closest published name."""
     published: dict[str, set[str]] = {"attributes": set(), "capacity": set()}
     for driver, _, _, d in candidates:
@@ -109,7 +109,7 @@ def _typo(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | N
             for name in d.get(kind) or {}:
                 domain, _, short = name.rpartition("/")
                 published[kind].add(f"{domain or driver}/{short}")
-    for expression in _selectors(class_obj.get("spec", {})) + _selectors(request):
+    for expression in selectors_of(class_obj.get("spec", {})) + selectors_of(request):
         for kind, domain, name in cel.references(expression):
             qualified = f"{domain}/{name}"
             if qualified not in published[kind]:
@@ -122,27 +122,27 @@ def _typo(request: Obj, class_obj: Obj, candidates: list[tuple[str, str, str | N
 
 
 def diagnose_request(
-    pod: Obj, request_name: str, request: Obj, cluster: _Cluster, held: dict
+    pod: Obj, request_name: str, request: Obj, cluster: ClusterView, held: dict
 ) -> tuple[str, str, dict] | None:
     class_name = request.get("deviceClassName", "")
     class_obj = cluster.classes.get(class_name)
     if class_obj is None:
         return "device-class-missing", f"request {request_name}: DeviceClass {class_name!r} does not exist", {}
     everything = cluster.devices()
-    in_class = [d for d in everything if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(class_obj.get("spec", {})))]
+    in_class = [d for d in everything if all(cel.evaluate(e, d[0], d[3]).matched for e in selectors_of(class_obj.get("spec", {})))]
     if not in_class:
         drivers = sorted({d[0] for d in everything})
         return ("no-devices-for-class",
                 f"request {request_name}: no published device matches DeviceClass {class_name} "
                 f"(ResourceSlices missing? drivers publishing: {', '.join(drivers) or 'none'})", {})
-    typo = _typo(request, class_obj, in_class)
-    matching = [d for d in in_class if all(cel.evaluate(e, d[0], d[3]).matched for e in _selectors(request))]
+    typo = misspelt(request, class_obj, in_class)
+    matching = [d for d in in_class if all(cel.evaluate(e, d[0], d[3]).matched for e in selectors_of(request))]
     if not matching:
         if typo:
             return "selector-typo", f"request {request_name}: {typo}", {}
         return ("no-device-matches",
                 f"request {request_name}: none of the {len(in_class)} devices of class {class_name} satisfies "
-                f"{' && '.join(_selectors(request)) or 'the request'}", {})
+                f"{' && '.join(selectors_of(request)) or 'the request'}", {})
     need = len(matching) if request.get("allocationMode") == "All" else int(request.get("count", 1))
     free = [d for d in matching if not held.get((d[0], d[1], d[3]["name"]))]
     if len(free) < need:
@@ -168,7 +168,7 @@ def diagnose_request(
     return None
 
 
-def diagnose_pod(kube: Kube, pod: Obj, cluster: _Cluster, held: dict) -> Diagnosis:
+def diagnose_pod(kube: Kube, pod: Obj, cluster: ClusterView, held: dict) -> Diagnosis:
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     sched = scheduling_message(pod)
 
@@ -189,7 +189,7 @@ def diagnose_pod(kube: Kube, pod: Obj, cluster: _Cluster, held: dict) -> Diagnos
             return said("claim-not-created", f"ResourceClaim {ns}/{claim_name} does not exist")
         if claim.get("status", {}).get("allocation"):
             continue
-        for alternatives in _requests(claim["spec"]):
+        for alternatives in requests_of(claim["spec"]):
             causes = [diagnose_request(pod, n, r, cluster, held) for n, r in alternatives]
             if any(c is None for c in causes):
                 continue  # some alternative can be satisfied
@@ -204,6 +204,6 @@ def diagnose(kube: Kube, namespace: str | None = None) -> list[Diagnosis]:
     waiting = [p for p in pods if not p["spec"].get("nodeName") and p["spec"].get("resourceClaims")]
     if not waiting:
         return []
-    cluster = _Cluster.read(kube)
+    cluster = ClusterView.read(kube)
     held = cluster.holders()
     return [diagnose_pod(kube, p, cluster, held) for p in waiting]

@@ -106,3 +106,6 @@ main.add_command(upgrade)
 from dra_harness.cli.canary import canary_group  # noqa: E402
 
 main.add_command(canary_group)
+from dra_harness.cli.lint import lint  # noqa: E402
+
+main.add_command(lint)

@@ -1,11 +1,43 @@
-"""Click options several command groups share (the run options live in :mod:`dra_harness.options`)."""
+"""What several command groups share: click options (the run options live in :mod:`dra_harness.options`)
+and a throwaway embedded cluster."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import click
+from rich.console import Console
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
+from dra_harness.kube.rest import Kube
+from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 
 from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
 
 #: ``--k8s-version`` for commands that start or build a cluster of one version.
 k8s_version_option = click.option("--k8s-version", type=click.Choice(KUBERNETES_VERSIONS), default=DEFAULT_KUBERNETES_VERSION,
                                   show_default=True, help="Kubernetes version.")
+
+
+@contextmanager
+def embedded_cluster(name: str | None, k8s_version: str, console: Console, prefix: str,
+                     nodes: int = 1, gpus_per_node: int = 1) -> Iterator[tuple[LocalCluster, Kube, str]]:
+    """A running embedded cluster by name, or a fresh small one (``<prefix>-<pid>``) removed at the end."""
+    if name:
+        c = LocalCluster(name)
+        st = c.state()
+        if st is None:
+            raise ClusterError(f"no running embedded cluster named {name!r}")
+        yield c, c.kube(), st.spec.k8s_version
+        return
+    c = LocalCluster(f"{prefix}-{os.getpid()}")
+    builder.build_all(catalog.for_cluster(k8s_version))
+    with console.status(f"starting an embedded cluster (Kubernetes {k8s_version})"):
+        c.up(ClusterSpec(name=c.name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version, owner_pid=os.getpid()))
+    try:
+        yield c, c.kube(), k8s_version
+    finally:
+        c.down()

@@ -7,12 +7,9 @@ figures and JSON under a run directory.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,13 +24,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from dra_harness.cli.common import k8s_version_option
-from dra_harness.components import build as builder
+from dra_harness.cli.common import embedded_cluster, k8s_version_option
 from dra_harness.report import rundir
 from dra_harness.components import catalog
-from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded import kueue
-from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 from dra_harness.contention import bench as bench_mod
 from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
@@ -41,26 +35,6 @@ from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, second
 from dra_harness.contention.topology import Topology
 
 console = Console(width=None if Console().is_terminal else 130)
-
-
-@contextmanager
-def _cluster(name: str | None, k8s_version: str) -> Iterator[tuple[LocalCluster, Kube, str]]:
-    """A running embedded cluster by name, or a fresh small one removed at the end."""
-    if name:
-        c = LocalCluster(name)
-        st = c.state()
-        if st is None:
-            raise ClusterError(f"no running embedded cluster named {name!r}")
-        yield c, c.kube(), st.spec.k8s_version
-        return
-    c = LocalCluster(f"ctn-{os.getpid()}")
-    builder.build_all(catalog.for_cluster(k8s_version))
-    with console.status(f"starting an embedded cluster (Kubernetes {k8s_version})"):
-        c.up(ClusterSpec(name=c.name, nodes=1, gpus_per_node=1, k8s_version=k8s_version, owner_pid=os.getpid()))
-    try:
-        yield c, c.kube(), k8s_version
-    finally:
-        c.down()
 
 
 def _progress() -> Progress:
@@ -121,7 +95,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
     compressions = [sc.time_compression] + ([sc.time_compression / 2] if check_compression else [])
     runs: list[list[dict]] = []
-    with _cluster(cluster_name, k8s_version) as (cluster, kube, version):
+    with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (cluster, kube, version):
         topo = Topology(kube, sc, run_id)
         running_kueue = None
         try:
@@ -197,7 +171,7 @@ def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "bench"
     started = time.monotonic()
-    with _cluster(cluster_name, k8s_version) as (_, kube, version):
+    with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (_, kube, version):
         with _progress() as bar:
             task = bar.add_task(f"{claims} claims at {rate}/s on {nodes} nodes", total=claims)
             result = bench_mod.allocation(kube, run_id, version, rate, nodes, devices_per_node, claims, hold, out,
