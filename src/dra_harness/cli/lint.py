@@ -18,14 +18,14 @@ from dra_harness.errors import InputError
 err = Console(stderr=True)
 
 
-class ManifestError(InputError):
+class LintInputError(InputError):
     """A file given to lint cannot be read as Kubernetes manifests."""
 
 
 def _documents(files: tuple[str, ...]) -> list[Document]:
     docs = []
     for f in files:
-        for i, obj in enumerate(yamlfile.load_all(f, ManifestError, f"manifest file {f}"), start=1):
+        for i, obj in enumerate(yamlfile.load_all(f, LintInputError, f"manifest file {f}"), start=1):
             docs.append(Document(f, i, obj))
     return docs
 
