@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ import pytest
 from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.diagnose import diagnose
-from dra_harness.kube import rest
+from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import (
     allocated_devices,
     scheduling_message,
@@ -92,6 +93,43 @@ def test_a_missing_device_class_and_missing_slices_are_named(handle):
     by_pod = {d.pod: d for d in diagnose(handle.kube, ns)}
     assert by_pod["ghost"].cause == "device-class-missing" and "gpu.exmaple.com" in by_pod["ghost"].message
     assert by_pod["no-slices"].cause == "no-devices-for-class", by_pod["no-slices"]
+
+
+def test_a_device_kept_off_by_a_taint_and_an_unmapped_extended_resource_are_named(handle):
+    """Both read "cannot allocate" or nothing at all to the scheduler's message; diagnose names each.
+    Control: the same request with a toleration for the taint runs, so the taint was the cause."""
+    ns, kube = "controls", handle.kube
+    res = rest.device_taint_rules(kube)
+    if res is None:
+        pytest.skip("this Kubernetes serves no DeviceTaintRule")
+    taint = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+    kube.create(res, {"metadata": {"name": "ctl-maintenance"},
+                      "spec": {"deviceSelector": {"driver": handle.driver}, "taint": taint}})
+    try:
+        handle.template(ns, "one", handle.request())
+        handle.pod(ns, "kept-off", template="one")
+        wait_unschedulable(kube, ns, "kept-off")
+        body = builders.pod("wants-extended", handle.run_id)
+        body["spec"]["containers"][0]["resources"] = {"limits": {"example.com/gpu": "1"}}
+        kube.create(rest.PODS, body, ns)
+        wait_unschedulable(kube, ns, "wants-extended")
+
+        by_pod = {d.pod: d for d in diagnose(kube, ns)}
+        assert by_pod["kept-off"].cause == "device-tainted", by_pod["kept-off"]
+        assert "example.com/maintenance=true:NoSchedule (DeviceTaintRule ctl-maintenance)" in by_pod["kept-off"].message
+        assert by_pod["wants-extended"].cause == "extended-resource-unmapped", by_pod["wants-extended"]
+        assert "example.com/gpu: no DeviceClass maps it" in by_pod["wants-extended"].message
+
+        # Without --kubeconfig or --name, diagnose reads KUBECONFIG, as kubectl does.
+        cli = subprocess.run([sys.executable, "-m", "dra_harness.cli", "diagnose", "-n", ns], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "KUBECONFIG": str(handle.kubeconfig)})
+        assert "controls/kept-off: device-tainted:" in cli.stdout, cli.stdout + cli.stderr
+
+        handle.template(ns, "tolerant", handle.request(tolerations=[{**taint, "operator": "Equal"}]))
+        handle.pod(ns, "tolerant", template="tolerant")
+        wait_running(kube, ns, "tolerant")
+    finally:
+        kube.delete(res, "ctl-maintenance")
 
 
 def test_a_device_forced_into_two_claims_fails_the_uniqueness_check(handle):

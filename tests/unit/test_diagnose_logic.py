@@ -126,3 +126,51 @@ def test_the_classes_own_selectors_restrict_the_candidates():
     c = cluster()
     c.classes["other"] = {"metadata": {"name": "other"}, "spec": {"selectors": [{"cel": {"expression": "device.driver == 'other.example.com'"}}]}}
     assert cause(c, request(cls="other")) == "no-devices-for-class"
+
+
+RULE = {"metadata": {"name": "maint"}, "spec": {"deviceSelector": {"driver": DRIVER, "pool": "n0"},
+                                                "taint": {"key": "k", "value": "v", "effect": "NoSchedule"}}}
+
+
+def test_a_request_kept_off_every_matching_device_by_taints_names_them_and_where_they_come_from():
+    c = cluster(nodes=1)
+    c.taint_rules = [RULE]
+    c.slices[0]["spec"]["devices"][1]["taints"] = [{"key": "broken", "effect": "NoExecute"}]
+    found = diagnose_request(POD, "gpu", request(), c, c.holders())
+    assert found[0] == "device-tainted"
+    assert "k=v:NoSchedule (DeviceTaintRule maint)" in found[1] and "broken:NoExecute (slice s0)" in found[1]
+
+
+@pytest.mark.parametrize("toleration", [{"key": "k", "value": "v"}, {"key": "k", "operator": "Exists"},
+                                        {"operator": "Exists", "effect": "NoSchedule"}])
+def test_a_toleration_that_matches_lets_the_request_use_the_tainted_devices(toleration):
+    c = cluster(nodes=1)
+    c.taint_rules = [RULE]
+    assert cause(c, {**request(), "tolerations": [toleration]}) is None
+
+
+def test_a_toleration_for_another_key_or_effect_does_not():
+    c = cluster(nodes=1)
+    c.taint_rules = [RULE]
+    for tol in ({"key": "k", "value": "w"}, {"key": "k", "operator": "Exists", "effect": "NoExecute"}):
+        assert cause(c, {**request(), "tolerations": [tol]}) == "device-tainted"
+
+
+def test_taints_on_one_node_leave_the_other_nodes_devices_usable():
+    c = cluster(nodes=2)
+    c.taint_rules = [RULE]
+    assert cause(c, request(count=2)) is None
+
+
+def test_an_extended_resource_no_class_maps_is_named_and_a_mapped_one_is_diagnosed_as_its_class():
+    from dra_harness.checks.diagnose import diagnose_extended, extended_requests
+    c = cluster(nodes=1)
+    pod = {"metadata": {"namespace": "ns", "name": "p"},
+           "spec": {"containers": [{"resources": {"limits": {"example.com/gpu": "3", "cpu": "1"}}}]}}
+    wanted = extended_requests(pod, c.nodes)
+    assert wanted == {"example.com/gpu": 3}
+    assert diagnose_extended(pod, wanted, c, c.holders())[0] == "extended-resource-unmapped"
+    c.classes[DRIVER]["spec"]["extendedResourceName"] = "example.com/gpu"
+    found = diagnose_extended(pod, wanted, c, c.holders())
+    assert found[0] == "too-few-devices" and "needs 3 devices; only 2" in found[1] and "DeviceClass gpu.example.com" in found[1], found
+    assert extended_requests(pod, {"n": {"status": {"allocatable": {"example.com/gpu": "4"}}}}) == {}  # a device plugin's

@@ -7,9 +7,15 @@ in the cluster, and names one cause per pod:
 
 - ``device-class-missing``  the request names a DeviceClass that does not exist
 - ``claim-not-created``     the template claim was never created (quota, missing template)
+- ``extended-resource-unmapped``  the pod asks for an extended resource no node advertises and no
+                            DeviceClass maps (``extendedResourceName``); a mapped one is diagnosed
+                            as a request of its class
 - ``no-devices-for-class``  no published device matches the DeviceClass: slices missing
 - ``selector-typo``         a selector reads an attribute/capacity no device publishes
 - ``no-device-matches``     devices publish the names, but no value satisfies the selectors
+- ``device-tainted``        every matching device carries a taint (its slice's, or a DeviceTaintRule's)
+                            the request does not tolerate
+- ``too-few-devices``       the request asks for more devices than match in the whole cluster
 - ``capacity-exhausted``    matching devices exist and are all allocated (holders listed)
 - ``no-node-has-enough``    enough free matching devices, but not on one node
 - ``node-constraints``      free devices exist only on nodes the pod may not use
@@ -25,7 +31,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dra_harness.checks import cel
+from dra_harness.checks import cel, device_taints
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, claim_names, events_for, scheduling_message
 from dra_harness.kube.rest import Kube
@@ -53,15 +59,24 @@ class ClusterView:
     classes: dict[str, Obj]
     claims: list[Obj]
     nodes: dict[str, Obj]
+    taint_rules: list[Obj] = field(default_factory=list)
 
     @classmethod
     def read(cls, kube: Kube) -> ClusterView:
+        rules = rest.device_taint_rules(kube)
         return cls(
             slices=kube.list(rest.RESOURCE_SLICES),
             classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},
             claims=kube.list(rest.RESOURCE_CLAIMS),
             nodes={n["metadata"]["name"]: n for n in kube.list(rest.NODES)},
+            taint_rules=kube.list(rules) if rules else [],
         )
+
+    def taints(self, device: tuple[str, str, str | None, Obj]) -> list[device_taints.Taint]:
+        driver, pool, _, dev = device
+        slice_name = next((s["metadata"]["name"] for s in self.slices if s["spec"]["driver"] == driver
+                           and s["spec"]["pool"]["name"] == pool and dev in (s["spec"].get("devices") or [])), "?")
+        return device_taints.taints(driver, pool, slice_name, dev, self.taint_rules)
 
     def devices(self) -> list[tuple[str, str, str | None, Obj]]:
         """(driver, pool, node, device) for every published device."""
@@ -143,7 +158,18 @@ def diagnose_request(
         return ("no-device-matches",
                 f"request {request_name}: none of the {len(in_class)} devices of class {class_name} satisfies "
                 f"{' && '.join(selectors_of(request)) or 'the request'}", {})
+    kept_off = {id(d): device_taints.blocking(cluster.taints(d), request) for d in matching}
+    if all(kept_off.values()):
+        seen = sorted({str(t) for ts in kept_off.values() for t in ts})
+        return ("device-tainted",
+                f"request {request_name}: all {len(matching)} matching devices carry a taint it does not tolerate: "
+                f"{'; '.join(seen[:5])}{' ...' if len(seen) > 5 else ''} (add a toleration to the request, or remove the taint)",
+                {"taints": seen})
+    matching = [d for d in matching if not kept_off[id(d)]]
     need = len(matching) if request.get("allocationMode") == "All" else int(request.get("count", 1))
+    if need > len(matching):  # never satisfiable, however much is freed
+        return ("too-few-devices", f"request {request_name}: needs {need} devices; only {len(matching)} published "
+                                   f"devices match it", {"matching": len(matching)})
     free = [d for d in matching if not held.get((d[0], d[1], d[3]["name"]))]
     if len(free) < need:
         holders = sorted({h for d in matching for h in held.get((d[0], d[1], d[3]["name"]), [])})
@@ -168,12 +194,48 @@ def diagnose_request(
     return None
 
 
+#: The name a DeviceClass answers to without an extendedResourceName of its own (KEP-5004).
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def extended_requests(pod: Obj, nodes: dict[str, Obj]) -> dict[str, int]:
+    """Extended resources the pod asks for that no node advertises (so only DRA can serve them): name -> count."""
+    advertised = {k for n in nodes.values() for k in (n.get("status", {}).get("allocatable") or {})}
+    out: dict[str, int] = {}
+    for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []):
+        res = c.get("resources") or {}
+        for name, qty in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items():
+            if "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and name not in advertised:
+                out[name] = max(out.get(name, 0), int(str(qty)) if str(qty).isdigit() else 1)
+    return out
+
+
+def diagnose_extended(pod: Obj, wanted: dict[str, int], cluster: ClusterView, held: dict) -> tuple[str, str, dict] | None:
+    """A pod asking for DRA-backed extended resources: which class maps each name, or that none does."""
+    for name, count in wanted.items():
+        classes = sorted(c for c, obj in cluster.classes.items()
+                         if (obj.get("spec") or {}).get("extendedResourceName") == name or name == f"{IMPLICIT_PREFIX}{c}")
+        if not classes:
+            return ("extended-resource-unmapped",
+                    f"requests {count} {name}: no DeviceClass maps it (spec.extendedResourceName) and no node advertises it",
+                    {"resource": name})
+        cause = diagnose_request(pod, name, {"deviceClassName": classes[0], "count": count}, cluster, held)
+        if cause:
+            what, message, details = cause
+            return what, f"{message} (extended resource {name}, DeviceClass {classes[0]})", details
+    return None
+
+
 def diagnose_pod(kube: Kube, pod: Obj, cluster: ClusterView, held: dict) -> Diagnosis:
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     sched = scheduling_message(pod)
 
     def said(cause: str, message: str, details: dict | None = None) -> Diagnosis:
         return Diagnosis(ns, name, cause, message, sched, details or {})
+
+    wanted = extended_requests(pod, cluster.nodes)
+    if wanted and (found := diagnose_extended(pod, wanted, cluster, held)):
+        return said(*found)
 
     names = claim_names(pod)
     for pod_claim in pod["spec"].get("resourceClaims") or []:
@@ -201,9 +263,10 @@ def diagnose_pod(kube: Kube, pod: Obj, cluster: ClusterView, held: dict) -> Diag
 def diagnose(kube: Kube, namespace: str | None = None) -> list[Diagnosis]:
     """A diagnosis for every unscheduled pod with resource claims (in one namespace, or all)."""
     pods = kube.list(rest.PODS, namespace, field_selector="status.phase=Pending")
-    waiting = [p for p in pods if not p["spec"].get("nodeName") and p["spec"].get("resourceClaims")]
-    if not waiting:
+    unscheduled = [p for p in pods if not p["spec"].get("nodeName")]
+    if not unscheduled:
         return []
     cluster = ClusterView.read(kube)
+    waiting = [p for p in unscheduled if p["spec"].get("resourceClaims") or extended_requests(p, cluster.nodes)]
     held = cluster.holders()
     return [diagnose_pod(kube, p, cluster, held) for p in waiting]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -115,22 +116,24 @@ def env(name: str) -> None:
 # -- diagnosis -------------------------------------------------------------------
 @click.command()
 @click.option("-n", "--namespace", help="Only this namespace (default: all).")
-@click.option("--kubeconfig", type=click.Path(), help="Default: the embedded cluster --name, else KUBECONFIG.")
+@click.option("--kubeconfig", type=click.Path(), help="Default: the embedded cluster --name if given, else KUBECONFIG "
+              f"if set (as kubectl), else the embedded cluster {DEFAULT_NAME!r}.")
 @click.option("--context")
-@name_option
+@click.option("--name", help="An embedded cluster's name.", callback=lambda c, p, v: v and _cluster_name(c, p, v))
 @click.option("--json", "as_json", is_flag=True)
-def diagnose(namespace: str | None, kubeconfig: str | None, context: str | None, name: str, as_json: bool) -> None:
-    """Say why each Pending pod with ResourceClaims is not scheduled."""
+def diagnose(namespace: str | None, kubeconfig: str | None, context: str | None, name: str | None, as_json: bool) -> None:
+    """Say why each Pending pod with ResourceClaims or DRA extended resources is not scheduled."""
     from dra_harness.checks.diagnose import diagnose as run_diagnosis
     from dra_harness.kube.client import connect
 
-    if kubeconfig is None and LocalCluster(name).kubeconfig.exists():
-        kubeconfig = str(LocalCluster(name).kubeconfig)
+    embedded = LocalCluster(name or DEFAULT_NAME)
+    if kubeconfig is None and (name or not os.environ.get("KUBECONFIG")) and embedded.kubeconfig.exists():
+        kubeconfig = str(embedded.kubeconfig)
     results = run_diagnosis(connect(kubeconfig, context), namespace)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
         return
     if not results:
-        click.echo("no Pending pods with resource claims")
+        click.echo("no Pending pods with resource claims or DRA extended resources")
     for r in results:
         click.echo(f"{r.namespace}/{r.pod}: {r.cause}: {r.message}")
