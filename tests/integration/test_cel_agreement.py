@@ -56,9 +56,9 @@ def _allocated(kube: Kube, ns: str, run_id: str, expression: str) -> bool:
     kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template(
         name, run_id, [builders.exactly("gpu", DRIVER, 1, selectors=[expression])]), ns)
     kube.create(rest.PODS, builders.pod(name, run_id, claims={"gpu": {"template": name}}), ns)
-    def decided(p: dict) -> bool:
+    def decided(p: dict) -> bool:  # placed, or the scheduler said why not (Unschedulable, or an error such as CEL's)
         return bool(p["spec"].get("nodeName")) or any(
-            c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions", []))
+            c.get("type") == "PodScheduled" and c.get("status") == "False" for c in p.get("status", {}).get("conditions", []))
 
     pods = watch_until(kube, rest.PODS, lambda ps: any(decided(p) for p in ps), 60,
                        f"pod {ns}/{name} scheduled or unschedulable", namespace=ns, field_selector=f"metadata.name={name}")

@@ -183,6 +183,8 @@ def evaluate(expression: str, driver: str, device: dict) -> Outcome:
         return Outcome(False, str(e.args[0]) if e.args else str(e))
     if isinstance(result, celpy.CELEvalError):
         return Outcome(False, str(result.args[0]) if result.args else str(result))
+    if not isinstance(result, ct.BoolType):  # compiled as dyn; the scheduler refuses a non-bool at evaluation
+        return Outcome(False, f"the selector evaluated to {type(result).__name__.removesuffix('Type').lower()}, not a bool")
     return Outcome(bool(result))
 
 

@@ -40,7 +40,7 @@ def check(tree: Tree) -> str:
     """The static type of a compiled selector; raises :class:`TypeCheckError` where Kubernetes' checker would."""
     kind = _type(tree)
     if kind not in ("bool", DYN):
-        raise TypeCheckError(f"must evaluate to bool (is {kind})")
+        raise TypeCheckError(f"must evaluate to bool or the unknown type, not {kind}")
     return kind
 
 
