@@ -174,3 +174,17 @@ def test_an_extended_resource_no_class_maps_is_named_and_a_mapped_one_is_diagnos
     found = diagnose_extended(pod, wanted, c, c.holders())
     assert found[0] == "too-few-devices" and "needs 3 devices; only 2" in found[1] and "DeviceClass gpu.example.com" in found[1], found
     assert extended_requests(pod, {"n": {"status": {"allocatable": {"example.com/gpu": "4"}}}}) == {}  # a device plugin's
+
+
+def test_a_role_that_may_not_read_device_taint_rules_still_gets_a_diagnosis(monkeypatch):
+    from dra_harness.kube import rest
+
+    class Kube:
+        def list(self, res, namespace=None, **kw):
+            if res.kind == "DeviceTaintRule":
+                raise rest.ApiError(403, "Forbidden", "devicetaintrules is forbidden")
+            return []
+
+    monkeypatch.setattr(rest, "device_taint_rules", lambda kube: rest.Resource("resource.k8s.io", "v1", "devicetaintrules",
+                                                                               "DeviceTaintRule", False))
+    assert ClusterView.read(Kube()).taint_rules == []

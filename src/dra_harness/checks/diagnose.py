@@ -64,12 +64,18 @@ class ClusterView:
     @classmethod
     def read(cls, kube: Kube) -> ClusterView:
         rules = rest.device_taint_rules(kube)
+        try:
+            taint_rules = kube.list(rules) if rules else []
+        except rest.ApiError as e:
+            if e.status != 403:
+                raise
+            taint_rules = []  # a least-privilege role (deploy/rbac's everyday one) may not read them: slices' taints only
         return cls(
             slices=kube.list(rest.RESOURCE_SLICES),
             classes={c["metadata"]["name"]: c for c in kube.list(rest.DEVICE_CLASSES)},
             claims=kube.list(rest.RESOURCE_CLAIMS),
             nodes={n["metadata"]["name"]: n for n in kube.list(rest.NODES)},
-            taint_rules=kube.list(rules) if rules else [],
+            taint_rules=taint_rules,
         )
 
     def taints(self, device: tuple[str, str, str | None, Obj]) -> list[device_taints.Taint]:
