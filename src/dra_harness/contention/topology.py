@@ -27,6 +27,7 @@ import uuid
 from dataclasses import dataclass
 
 from dra_harness.kube import builders, rest
+from dra_harness.kube.pods import node_ready
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
@@ -104,9 +105,9 @@ class Topology:
             })
         want = set(self.nodes)
         watch_until(self.kube, rest.NODES,
-                    lambda items: want <= {n["metadata"]["name"] for n in items if _ready(n)}, timeout,
+                    lambda items: want <= {n["metadata"]["name"] for n in items if node_ready(n)}, timeout,
                     f"{len(want)} simulated contention nodes Ready", label_selector=f"{NODE_LABEL}={self.tag}",
-                    why=lambda items: f"{sum(_ready(n) for n in items)} of {len(want)} Ready")
+                    why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(want)} Ready")
 
     def delete(self) -> None:
         sel = f"{NODE_LABEL}={self.tag}"
@@ -207,6 +208,3 @@ class Topology:
         body["spec"]["restartPolicy"] = "Never"
         return body
 
-
-def _ready(node: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", []))

@@ -24,6 +24,11 @@ def pod_ready(pod: Pod | Obj) -> bool:
             and (condition(pod, "Ready") or {}).get("status") == "True")
 
 
+def node_ready(node: Obj) -> bool:
+    """The node's Ready condition is True (KWOK sets it on the nodes it manages)."""
+    return (condition(node, "Ready") or {}).get("status") == "True"
+
+
 def scheduling_message(pod: Pod | Obj | None) -> str:
     """The scheduler's verdict on a pod, e.g. ``0/4 nodes are available: ...``."""
     if pod is None:

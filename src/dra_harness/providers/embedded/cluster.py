@@ -45,6 +45,7 @@ from dra_harness.components import catalog
 from dra_harness.providers.hardware import devices_by_node
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
+from dra_harness.kube.pods import node_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.lifetime import alive
@@ -376,7 +377,7 @@ class LocalCluster:
     def _wait_nodes_ready(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
         def probe() -> str | None:
             nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
-            ready = [n["metadata"]["name"] for n in nodes if _node_ready(n)]
+            ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
             missing = sorted(set(spec.all_node_names()) - set(ready))
             return f"not Ready: {', '.join(missing)}" if missing else None
 
@@ -490,11 +491,6 @@ def _issue_certificates(pki: PKI) -> Identity:
     pki.issue(commands.APISERVER_KUBELET_CLIENT, KUBELET_CLIENT_USER)
     return pki.issue("admin", "dra-harness-admin", ("system:masters",))
 
-
-def _node_ready(node: dict) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
-    )
 
 
 def all_clusters() -> list[LocalCluster]:
