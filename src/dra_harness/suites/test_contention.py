@@ -35,7 +35,7 @@ from dra_harness.contention.real_devices import RealDevices
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.waits import WaitError
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
-from dra_harness.providers import simulated_nodes
+from dra_harness.plugin.simulated import local_kwok
 from dra_harness.providers.embedded import kueue
 
 #: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
@@ -83,7 +83,7 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
     if cluster.provider.simulates_nodes or request.config.getoption("--simulated-nodes"):
         topo = Topology(cluster.kube, sc, run_id)
         if not cluster.provider.simulates_nodes:
-            kwok = _local_kwok(request.config, cluster, topo)
+            kwok = local_kwok(request.config, sc.nodes, topo.tag, "contention")
             topo.kwok = kwok.annotation
     else:
         if request.node.get_closest_marker("simulated_devices"):
@@ -116,20 +116,6 @@ def _identity(cluster) -> str:
     """The attribute the driver profile calls ``uuid``, in the driver's own domain."""
     name = cluster.profile.attributes.get("uuid", "uuid")
     return name.rpartition("/")[2]
-
-
-def _local_kwok(config: pytest.Config, cluster, topo: Topology) -> simulated_nodes.LocalKwok:
-    """On a cluster we did not create: our own KWOK for the scenario's nodes, if the user allowed them."""
-    allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
-    nodes = topo.scenario.nodes
-    if not allowed or most < nodes:
-        pytest.skip(f"contention adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
-                    f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
-                    f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
-    kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
-    if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
-        pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
-    return simulated_nodes.LocalKwok(kubeconfig, topo.tag).start()
 
 
 def assert_every_job_accounted_for(result: dict) -> None:

@@ -1,0 +1,28 @@
+"""Simulated nodes for a suite on a cluster the run did not create: a local KWOK, if the user allowed it.
+
+The contention and partition suites add KWOK nodes of their own. The embedded cluster has a
+KWOK for them; on any other cluster the run starts one (:mod:`dra_harness.providers.simulated_nodes`)
+only with ``--allow-contention`` and ``--simulated-nodes N`` for at least the nodes asked for,
+and skips with the flags to give otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dra_harness.providers import simulated_nodes
+
+
+def local_kwok(config: pytest.Config, nodes: int, tag: str, what: str) -> simulated_nodes.LocalKwok:
+    """A started KWOK for ``nodes`` nodes annotated with ``tag``; skips the test where not allowed."""
+    allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
+    if not allowed or most < nodes:
+        pytest.skip(f"{what} adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
+                    f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
+                    f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
+    kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
+    if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
+        pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
+    return simulated_nodes.LocalKwok(kubeconfig, tag).start()
