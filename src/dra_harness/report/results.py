@@ -33,6 +33,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),
+    "partitions": ("partitions", "Partitionable devices"),
     "contention": ("contention", "Contention"),
     "upgrade": ("upgrade", "Upgrade"),
 }
