@@ -10,7 +10,11 @@ import pytest
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
+from dra_harness.kube import rest
 from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
+from dra_harness.providers.handle import ClusterHandle
+from dra_harness.providers.profiles import by_name
 
 #: Modules whose components selftest builds in the background (:mod:`dra_harness.components.background`),
 #: in the order it builds them: they run last, so that on an empty cache the build overlaps the other tests.
@@ -42,6 +46,15 @@ def small_cluster(request, binaries, tmp_path_factory):
         yield cluster
     finally:
         cluster.down()
+
+
+@pytest.fixture
+def handle(small_cluster):
+    """The suites' view of ``small_cluster`` (example profile), with a namespace ``controls``."""
+    h = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+                      local_hardware(small_cluster.state().spec), by_name("example"))
+    h.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls"}})
+    return h
 
 
 REAL_NODE = "real-node-0"

@@ -17,8 +17,6 @@ import sys
 
 import pytest
 
-from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
-from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.diagnose import diagnose
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import (
@@ -29,16 +27,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
 from dra_harness.checks.sharing import NOTHING_AUDITED
-from dra_harness.providers.profiles import by_name
 from dra_harness.report.results import NOT_ESTABLISHED, read_results
-
-
-@pytest.fixture
-def handle(small_cluster):
-    h = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
-                      local_hardware(small_cluster.state().spec), by_name("example"))
-    h.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls"}})
-    return h
 
 
 def run_suite(cluster, *args: str) -> subprocess.CompletedProcess:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
+from dra_harness.providers.driver_configs import by_name
 from dra_harness.providers.embedded import commands, gates
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
@@ -50,6 +54,23 @@ def test_the_driver_has_no_listeners_and_private_dirs():
     argv = all_argv()["driver"]
     assert "--healthcheck-port=-1" in argv and "--metrics-port=-1" in argv
     assert "--cdi-root=/tmp/x/cdi" in argv and "--node-name=gpu-node-0" in argv
+
+
+def test_a_node_in_a_driver_configuration_starts_its_plugin_with_that_configurations_flags():
+    dirs = {k: Path(f"/tmp/x/{k}") for k in ("cdi", "registrar", "plugins")}
+    state = dataclasses.replace(STATE, driver_configs={"gpu-node-1": "net", "gpu-node-2": "multiple-allocations-partitions-4"})
+    default, net, parts = (commands.driver(state, PATHS, f"gpu-node-{i}", dirs, "gpu.example.com") for i in range(3))
+    assert "--driver-name=gpu.example.com" in default and not any("profile" in a or "partitions" in a for a in default)
+    assert "--driver-name=net.example.com" in net and "--device-profile=net" in net
+    assert {"--gpu-allow-multiple-allocations", "--gpu-partitions=4", "--driver-name=gpu.example.com"} <= set(parts)
+
+
+def test_a_configuration_names_the_devices_its_slices_must_hold():
+    assert by_name("partitions-4").devices(1) == [f"gpu-0-partition-{j}" for j in range(4)] + ["gpu-0-full"]
+    assert by_name("net").devices(2) == ["nic-0", "nic-1"] and by_name("net").driver == "net.example.com"
+    assert by_name("device-status").devices(2) == ["gpu-0", "gpu-1"]
+    with pytest.raises(ValueError, match="no driver configuration 'mig'; known: default, partitions-4"):
+        by_name("mig")
 
 
 def _flags(argv: list[str]) -> dict[str, str]:

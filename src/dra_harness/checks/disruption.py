@@ -120,6 +120,15 @@ class Disruptor:
         if self._do(node, "start driver on") and self.cluster.controls_driver:
             self.cluster.provider.start_driver(node)
 
+    def configure_driver(self, node: str, config: str) -> None:
+        """Restart the node's plugin in ``config`` (:mod:`dra_harness.providers.driver_configs`): only
+        where the harness runs the driver; elsewhere the driver's own installation chose its settings."""
+        if not self.cluster.controls_driver:
+            raise DisruptionRefused(f"driver configuration {config!r} needs a driver the harness starts (the embedded "
+                                    "cluster's); on this cluster the driver's installation (Helm values) chose it")
+        if self._do(node, f"configure driver ({config}) on"):
+            self.cluster.provider.configure_driver(node, config)
+
     def _replacement_ready(self, node: str) -> bool:
         """A driver pod on ``node`` that is not one deleted here is Ready."""
         return any(pod_ready(p) and p["metadata"]["uid"] not in self.deleted_pods

@@ -31,8 +31,10 @@ def exactly(
     selectors: list[str] | None = None,
     all_devices: bool = False,
     tolerations: list[Obj] | None = None,
+    capacity: dict[str, str] | None = None,
 ) -> Obj:
-    """A request for ``count`` devices of one class (or all matching ones)."""
+    """A request for ``count`` devices of one class (or all matching ones); ``capacity``: what it
+    consumes of a device that takes several allocations (e.g. ``{"memory": "16Gi"}``)."""
     spec: Obj = {"deviceClassName": device_class}
     if all_devices:
         spec["allocationMode"] = "All"
@@ -43,6 +45,8 @@ def exactly(
         spec["selectors"] = [cel(s) for s in selectors]
     if tolerations:
         spec["tolerations"] = tolerations
+    if capacity:
+        spec["capacity"] = {"requests": capacity}
     return {"name": name, "exactly": spec}
 
 

@@ -118,6 +118,10 @@ class Provider:
     def start_driver(self, node: str) -> None:
         raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
 
+    def configure_driver(self, node: str, config: str) -> None:
+        """Restart ``node``'s driver in a configuration of :mod:`dra_harness.providers.driver_configs`."""
+        raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
+
     def driver_log(self, node: str, lines: int) -> str:
         """The last lines of the driver process's log on ``node`` (where the harness runs it)."""
         return ""

@@ -34,6 +34,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),
     "partitions": ("partitions", "Partitionable devices"),
+    "driver_configs": ("driver-configs", "Driver configurations"),
     "contention": ("contention", "Contention"),
     "upgrade": ("upgrade", "Upgrade"),
 }

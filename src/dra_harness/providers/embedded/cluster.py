@@ -49,6 +49,7 @@ from dra_harness.kube.pods import node_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.lifetime import alive
+from dra_harness.providers import driver_configs
 from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
@@ -239,6 +240,31 @@ class LocalCluster:
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
+
+    def configure_driver(self, node: str, config: str) -> None:
+        """Restart ``node``'s plugin in ``config`` (``default`` to go back). The plugin reconciles its
+        own driver's slices; when the configuration changes the driver name (another device profile),
+        nothing would remove the old driver's slices on a KWOK node, so they are deleted here."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        wanted = driver_configs.by_name(config)
+        if config != "default" and commands.release(st.driver_version_of(node)) < (0, 4, 0):
+            raise ClusterError(f"driver configuration {config!r} needs the example driver v0.4.0 or later; "
+                               f"{node} runs v{st.driver_version_of(node)}")
+        before = driver_configs.by_name(st.driver_configs.get(node, "default"))
+        self.stop_driver(node)
+        st = self.state() or st
+        if config == "default":
+            st.driver_configs.pop(node, None)
+        else:
+            st.driver_configs[node] = config
+        self._save(st)
+        if before.driver != wanted.driver:
+            kube = self.kube()
+            for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={before.driver},spec.nodeName={node}"):
+                kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+        self.start_driver(node)
 
     def stop_driver(self, node: str, kill: bool = False) -> None:
         """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""

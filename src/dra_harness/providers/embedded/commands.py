@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness import data
+from dra_harness.providers import driver_configs
 from dra_harness.providers.embedded import gates
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.state import ClusterState
@@ -166,7 +167,9 @@ def kwok(st: ClusterState, paths: Paths) -> list[str]:
 
 
 def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], driver_name: str) -> list[str]:
-    """The example driver's kubelet plugin for one node, with private dirs and no listeners."""
+    """The example driver's kubelet plugin for one node, with private dirs and no listeners,
+    in the node's configuration (``ClusterState.driver_configs``)."""
+    config = driver_configs.by_name(st.driver_configs.get(node, "default"))
     return [
         st.binary_of(f"driver-{node}", "dra-example-kubeletplugin"),
         f"--node-name={node}",
@@ -177,12 +180,14 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
         f"--kubelet-plugins-directory-path={dirs['plugins']}",
         "--healthcheck-port=-1",
         # Before v0.4.0 the plugin had no metrics server (and no flag for it).
-        *(["--metrics-port=-1"] if _release(st.driver_version_of(node)) >= (0, 4, 0) else []),
-        f"--driver-name={driver_name}",
+        *(["--metrics-port=-1"] if release(st.driver_version_of(node)) >= (0, 4, 0) else []),
+        f"--driver-name={config.driver if config.profile != 'gpu' else driver_name}",
+        *([f"--device-profile={config.profile}"] if config.profile != "gpu" else []),
+        *config.flags,
     ]
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in version.split("."))
 
 

@@ -140,6 +140,9 @@ class EmbeddedProvider(Provider):
     def start_driver(self, node: str) -> None:
         self.cluster.start_driver(node)
 
+    def configure_driver(self, node: str, config: str) -> None:
+        self.cluster.configure_driver(node, config)
+
     def driver_log(self, node: str, lines: int) -> str:
         return self.cluster.supervisor.log_tail(f"driver-{node}", lines)
 

@@ -52,6 +52,8 @@ class ClusterState:
     #: Nodes whose driver is a DaemonSet's pod (``driver_daemonset``), not a process of ours: their
     #: kubelet starts it, and a restart or swap of the process would start a second driver.
     driver_pods: list[str] = field(default_factory=list)
+    #: Nodes whose driver runs in a configuration other than ``default`` (:mod:`..driver_configs`), by name.
+    driver_configs: dict[str, str] = field(default_factory=dict)
 
     def version_of(self, process: str) -> str:
         """The Kubernetes release ``process`` runs (its flags and feature gates are that release's)."""

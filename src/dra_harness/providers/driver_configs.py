@@ -1,0 +1,65 @@
+"""The example driver's configurations, as its Helm chart and its own e2e test start it.
+
+The driver publishes different devices depending on how it is started: partitions sharing
+a GPU's counters (``--gpu-partitions``), devices that take several allocations with
+capacity requests (``--gpu-allow-multiple-allocations``), claim status data
+(``--gpu-device-status``), binding conditions (``--binding-conditions``), or another
+device profile altogether (``--device-profile net``). A test asks for one by name; the
+embedded cluster restarts the node's plugin with these flags and back
+(:meth:`dra_harness.providers.embedded.cluster.LocalCluster.configure_driver`). Each
+configuration also says which device names its slices must then hold, so the switch is
+waited for on the API server, not assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU_DRIVER = "gpu.example.com"
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    name: str
+    what: str
+    flags: tuple[str, ...] = ()
+    #: the device profile (``--device-profile``); its driver is ``<profile>.example.com``
+    profile: str = "gpu"
+    partitions: int = 0
+
+    @property
+    def driver(self) -> str:
+        return f"{self.profile}.example.com"
+
+    def devices(self, count: int) -> list[str]:
+        """The device names a node's slices hold under this configuration, ``count`` devices a node."""
+        if self.profile == "net":
+            return [f"nic-{i}" for i in range(count)]
+        if self.partitions:
+            return [f"gpu-{i}-{p}" for i in range(count)
+                    for p in [*(f"partition-{j}" for j in range(self.partitions)), "full"]]
+        return [f"gpu-{i}" for i in range(count)]
+
+
+CONFIGS: dict[str, DriverConfig] = {c.name: c for c in (
+    DriverConfig("default", "the example driver as installed by default: whole GPUs, one allocation each"),
+    DriverConfig("partitions-4", "4 partitions per GPU sharing its counters, and the whole GPU (chart: kubeletPlugin.gpuPartitions=4)",
+                 ("--gpu-partitions=4",), partitions=4),
+    DriverConfig("multiple-allocations", "GPUs that take several allocations, each consuming memory and compute "
+                 "(chart: gpuAllowMultipleAllocations=true)", ("--gpu-allow-multiple-allocations",)),
+    DriverConfig("multiple-allocations-partitions-4", "partitions that take several allocations each",
+                 ("--gpu-allow-multiple-allocations", "--gpu-partitions=4"), partitions=4),
+    DriverConfig("device-status", "claims' status.devices data written at prepare (chart: gpuDeviceStatus=true)",
+                 ("--gpu-device-status",)),
+    DriverConfig("binding-conditions", "devices that bind only once a controller reports them ready "
+                 "(chart: controller.plugins=BindingConditions)", ("--binding-conditions",)),
+    DriverConfig("net", "the net profile: NICs whose bandwidth is consumable capacity (chart: deviceProfile=net)",
+                 profile="net"),
+)}
+
+
+def by_name(name: str) -> DriverConfig:
+    try:
+        return CONFIGS[name]
+    except KeyError:
+        raise ValueError(f"no driver configuration {name!r}; known: {', '.join(CONFIGS)}") from None

@@ -1,0 +1,168 @@
+"""Driver configurations: what the example driver publishes and allocates beyond its default.
+
+Its chart and its own e2e test start the driver with partitions, devices that take several
+allocations, claim status data or another device profile; our clusters turn every gate
+these need on, but the default configuration exercises none of them. Each test here brings
+one node's driver into a configuration (:mod:`dra_harness.providers.driver_configs`),
+waits until its slices show it, asserts what upstream asserts and more (the refusal that
+proves a counter or a capacity is enforced, then the same request granted once the holder
+is gone), and puts the driver back. Only where the harness starts the driver (the embedded
+cluster); on other clusters the driver's installation chose its configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from dra_harness.checks.disruption import DisruptionRefused
+from dra_harness.kube import builders, rest
+from dra_harness.kube.types import Obj
+from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
+from dra_harness.checks.driver_configs import wait_published
+from dra_harness.kube.waits import wait_for_deletion, watch_until
+from dra_harness.labels import RUN_LABEL
+from dra_harness.providers.driver_configs import DriverConfig, by_name
+
+pytestmark = pytest.mark.disruptive
+
+
+@pytest.fixture
+def configure(cluster, disruptor) -> Iterator[Callable[[str], tuple[str, DriverConfig, list[Obj]]]]:
+    """``configure(name)`` -> (node, config, its slices): one node's driver in ``name`` until the test ends."""
+    try:
+        node = disruptor.target_node()
+    except DisruptionRefused as e:
+        pytest.skip(str(e))
+    count = cluster.expected.nodes[node]
+    changed: list[str] = []
+
+    def to(name: str) -> tuple[str, DriverConfig, list[Obj]]:
+        config = by_name(name)
+        try:
+            disruptor.configure_driver(node, name)
+        except DisruptionRefused as e:
+            pytest.skip(str(e))
+        changed.append(name)
+        return node, config, wait_published(cluster.kube, node, config, count)
+
+    yield to
+    if changed:
+        disruptor.configure_driver(node, "default")
+        wait_published(cluster.kube, node, by_name("default"), count)
+
+
+def _attr(driver: str, name: str) -> str:
+    return f"device.attributes['{driver}'].{name}"
+
+
+def _pinned(cluster, namespace: str, name: str, node: str, request: dict) -> None:
+    cluster.claim(namespace, name, request)
+    cluster.pod(namespace, name, claim=name, node_name=node)
+
+
+def _results(cluster, namespace: str, name: str) -> list[dict]:
+    pod = wait_running(cluster.kube, namespace, name, timeout=60)
+    return pod_claims(cluster.kube, pod)["gpu"]["status"]["allocation"]["devices"]["results"]
+
+
+def test_partitions_draw_on_their_gpus_counters_so_the_whole_gpu_waits_until_they_are_freed(cluster, namespace, configure, evidence):
+    node, config, slices = configure("partitions-4")
+    counters = {c["name"]: c["counters"] for s in slices for c in s["spec"].get("sharedCounters") or []}
+    assert "gpu-0-counters" in counters, f"no counter set for gpu-0 in {sorted(counters)}"
+    gpu = _attr(config.driver, "index") + " == 0"
+    four = builders.exactly("gpu", cluster.device_class, 4, [f"{gpu} && 'partition' in device.attributes['{config.driver}']"])
+    _pinned(cluster, namespace, "partitions", node, four)
+    got = sorted(r["device"] for r in _results(cluster, namespace, "partitions"))
+    assert got == [f"gpu-0-partition-{j}" for j in range(4)], got
+    whole = builders.exactly("gpu", cluster.device_class, 1, [f"{gpu} && 'full' in device.attributes['{config.driver}']"])
+    _pinned(cluster, namespace, "whole", node, whole)
+    message = scheduling_message(wait_unschedulable(cluster.kube, namespace, "whole", timeout=60))
+    cluster.kube.delete(rest.PODS, "partitions", namespace, grace_seconds=0)
+    wait_for_deletion(cluster.kube, rest.PODS, "partitions", 60, namespace)
+    cluster.kube.delete(rest.RESOURCE_CLAIMS, "partitions", namespace)
+    after = [r["device"] for r in _results(cluster, namespace, "whole")]
+    evidence.record(driver_config=config.name, flags=list(config.flags), node=node, counters=counters["gpu-0-counters"],
+                    partitions=got, whole_gpu_refused=message, whole_gpu_after=after)
+    assert "cannot allocate all claims" in message, message
+    assert after == ["gpu-0-full"], after
+
+
+@pytest.mark.parametrize(("name", "target"), [("multiple-allocations", "gpu-0"),
+                                              ("multiple-allocations-partitions-4", "gpu-0-partition-0")])
+def test_a_device_that_takes_several_allocations_gives_each_a_share_id_and_its_consumed_capacity(
+        cluster, namespace, configure, evidence, name, target):
+    node, config, slices = configure(name)
+    device = next(d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == target)
+    policy = {k: v.get("requestPolicy", {}).get("validRange") for k, v in device["capacity"].items()}
+    assert all(policy.get(k) and {"min", "step", "max"} <= set(policy[k]) for k in ("memory", "compute")), policy
+    full = device["capacity"]["memory"]["value"]  # 80Gi whole, 20Gi a partition
+    only = [f"{_attr(config.driver, 'index')} == 0"]
+    if "partition" in target:
+        only.append(f"'partition' in device.attributes['{config.driver}'] && {_attr(config.driver, 'partition')} == 0")
+    share = {"memory": "4Gi", "compute": "5"}
+    for pod in ("share-0", "share-1"):
+        _pinned(cluster, namespace, pod, node, builders.exactly("gpu", cluster.device_class, 1, only, capacity=share))
+    results = [_results(cluster, namespace, pod)[0] for pod in ("share-0", "share-1")]
+    assert {r["device"] for r in results} == {target}, results
+    ids = [r.get("shareID") for r in results]
+    assert all(ids) and ids[0] != ids[1], f"share IDs {ids}: each share needs its own"
+    assert all(r.get("consumedCapacity") == share for r in results), [r.get("consumedCapacity") for r in results]
+    # What is left of the device is enforced: a request for all of it waits until a share is gone.
+    _pinned(cluster, namespace, "too-much", node,
+            builders.exactly("gpu", cluster.device_class, 1, only, capacity={"memory": full, "compute": "5"}))
+    message = scheduling_message(wait_unschedulable(cluster.kube, namespace, "too-much", timeout=60))
+    evidence.record(driver_config=config.name, flags=list(config.flags), node=node, device=target, capacity=device["capacity"],
+                    shares=[{"shareID": r.get("shareID"), "consumed": r.get("consumedCapacity")} for r in results],
+                    over_capacity_refused=message)
+    assert "cannot allocate all claims" in message, message
+
+
+def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cluster, namespace, configure, evidence):
+    node, config, _ = configure("net")
+    cls = f"{namespace}-net"
+    cluster.kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": cls, "labels": {RUN_LABEL: cluster.run_id}},
+                                              "spec": {"selectors": [builders.cel(f"device.driver == '{config.driver}'")]}})
+    try:
+        only = [f"{_attr(config.driver, 'index')} == 0"]
+        asks = {"nic-a": {"ingressBandwidth": "10G", "egressBandwidth": "5G"},
+                "nic-b": {"ingressBandwidth": "5G", "egressBandwidth": "5G"}}
+        for pod, capacity in asks.items():
+            _pinned(cluster, namespace, pod, node, builders.exactly("gpu", cls, 1, only, capacity=capacity))
+        results = {pod: _results(cluster, namespace, pod)[0] for pod in asks}
+        assert {r["device"] for r in results.values()} == {"nic-0"}, results
+        for pod, r in results.items():
+            consumed = r.get("consumedCapacity") or {}
+            assert {k: consumed.get(k) for k in asks[pod]} == asks[pod], f"{pod} consumed {consumed}, asked {asks[pod]}"
+        _pinned(cluster, namespace, "nic-full", node, builders.exactly("gpu", cls, 1, only, capacity={"ingressBandwidth": "90G"}))
+        message = scheduling_message(wait_unschedulable(cluster.kube, namespace, "nic-full", timeout=60))
+        evidence.record(driver_config=config.name, node=node, consumed={p: r.get("consumedCapacity") for p, r in results.items()},
+                        over_bandwidth_refused=message)
+        assert "cannot allocate all claims" in message, message
+    finally:
+        for pod in ("nic-a", "nic-b", "nic-full"):
+            cluster.kube.delete(rest.PODS, pod, namespace, grace_seconds=0)
+            wait_for_deletion(cluster.kube, rest.PODS, pod, 60, namespace)
+        cluster.kube.delete(rest.DEVICE_CLASSES, cls)
+
+
+def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster, namespace, configure, evidence):
+    node, config, _ = configure("device-status")
+    if node not in cluster.container_nodes():
+        pytest.skip("needs a real node: the driver writes status.devices at NodePrepareResources, which no kubelet "
+                    "calls on a simulated (KWOK) node")
+    _pinned(cluster, namespace, "status", node, cluster.request())
+    wait_running(cluster.kube, namespace, "status", timeout=60)
+
+    def written(items: list[dict]) -> bool:
+        return any(d.get("data") for c in items for d in (c.get("status") or {}).get("devices") or [])
+    claim = watch_until(cluster.kube, rest.RESOURCE_CLAIMS, written, 30, "the driver's status.devices data on the claim",
+                        namespace=namespace, field_selector="metadata.name=status")[0]
+    device = allocated_devices(claim)[0]
+    entry = next(d for d in claim["status"]["devices"] if d["device"] == device.device)
+    published = cluster.published()[device.key]["device"]["attributes"]
+    evidence.record(driver_config=config.name, node=node, device=str(device), status=entry)
+    # The data is the device's own attributes (uuid, model, driverVersion) as the slice publishes them.
+    for name in ("uuid", "model", "driverVersion"):
+        assert entry["data"].get(name) == published[name], f"status.devices data {name}: {entry['data'].get(name)}, slice: {published[name]}"
