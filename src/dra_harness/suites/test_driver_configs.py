@@ -12,7 +12,9 @@ cluster); on other clusters the driver's installation chose its configuration.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -166,3 +168,37 @@ def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster,
     # The data is the device's own attributes (uuid, model, driverVersion) as the slice publishes them.
     for name in ("uuid", "model", "driverVersion"):
         assert entry["data"].get(name) == published[name], f"status.devices data {name}: {entry['data'].get(name)}, slice: {published[name]}"
+
+
+#: Why the harness, not the driver's controller, reports the device ready: the controller
+#: (``dra-example-controller --enable-plugin=BindingConditions``, v0.4.0) serves its metrics on
+#: ``:8080`` without authentication and has no flag to move or close it.
+CONTROLLER_NOT_RUN = "the example driver's controller listens on :8080 unauthenticated (no flag to change it)"
+
+
+def test_a_device_with_binding_conditions_binds_its_pod_only_once_they_are_met(cluster, namespace, configure, evidence):
+    node, config, slices = configure("binding-conditions")
+    device = next(d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == "gpu-0")
+    assert device.get("bindingConditions") == ["BindingConditions"], device
+    assert device.get("bindingFailureConditions") == ["BindingFailureConditions"], device
+    _pinned(cluster, namespace, "bound-late", node, builders.exactly(
+        "gpu", cluster.device_class, 1, [f"{_attr(config.driver, 'index')} == 0"]))
+    claim = watch_until(cluster.kube, rest.RESOURCE_CLAIMS, lambda items: bool(items and allocated_devices(items[0])), 60,
+                        "the claim to be allocated", namespace=namespace, field_selector="metadata.name=bound-late")[0]
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    assert result.get("bindingConditions") == ["BindingConditions"], result
+    time.sleep(5)  # the scheduler holds the pod in PreBind for as long as the condition is unmet
+    held = cluster.kube.get(rest.PODS, "bound-late", namespace)
+    assert not held["spec"].get("nodeName"), f"bound to {held['spec'].get('nodeName')} before its binding condition was met"
+    # What the driver's controller does once the device is ready: the condition, True, in the claim's status.
+    claim = cluster.kube.get(rest.RESOURCE_CLAIMS, "bound-late", namespace)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    claim["status"]["devices"] = [{"driver": result["driver"], "pool": result["pool"], "device": result["device"],
+                                   "conditions": [{"type": "BindingConditions", "status": "True", "reason": "Ready",
+                                                   "message": "set by dra-harness", "lastTransitionTime": now}]}]
+    started = time.monotonic()
+    cluster.kube.replace_status(rest.RESOURCE_CLAIMS, claim)
+    pod = wait_running(cluster.kube, namespace, "bound-late", timeout=60)
+    evidence.record(driver_config=config.name, node=node, device=result["device"], held_unbound_s=5,
+                    bound_after_condition_s=round(time.monotonic() - started, 3), condition_set_by=f"dra-harness: {CONTROLLER_NOT_RUN}")
+    assert pod["spec"]["nodeName"] == node
