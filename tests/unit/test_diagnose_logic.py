@@ -6,7 +6,7 @@ import pytest
 
 from dra_harness.checks import cel
 from dra_harness.checks.diagnose import ClusterView, diagnose_request
-from dra_harness.checks.sharing import audited_claims, double_allocations, tenant_crossings
+from dra_harness.checks.sharing import audited_claims, double_allocations, group_sharing_problems, tenant_crossings
 
 DRIVER = "gpu.example.com"
 
@@ -188,3 +188,11 @@ def test_a_role_that_may_not_read_device_taint_rules_still_gets_a_diagnosis(monk
     monkeypatch.setattr(rest, "device_taint_rules", lambda kube: rest.Resource("resource.k8s.io", "v1", "devicetaintrules",
                                                                                "DeviceTaintRule", False))
     assert ClusterView.read(Kube()).taint_rules == []
+
+
+def test_pod_groups_that_share_nothing_or_one_device_between_them_are_problems():
+    ok = group_sharing_problems({"g1": {"c1"}, "g2": {"c2"}}, {"g1": {"d1"}, "g2": {"d2"}})
+    assert ok == []
+    bad = group_sharing_problems({"g1": {"c1", "c3"}, "g2": {"c2"}}, {"g1": {"d1", "d3"}, "g2": {"d3"}})
+    assert bad == ["g1: its pods use claims ['c1', 'c3'], not the group's one claim",
+                   "g1: its pods hold ['d1', 'd3'], not one shared device", "groups g1 and g2 were both given d3"]

@@ -76,3 +76,18 @@ def tenant_crossings(claims: Sequence[ResourceClaim | Obj], pods: Sequence[Pod |
                 f"claim {_name(claim)} ({', '.join(str(d) for d in allocated_devices(claim))}) is shared across tenants ({who})",
             ))
     return findings
+
+
+def group_sharing_problems(claims: dict[str, AbstractSet[str]], devices: dict[str, AbstractSet[str]]) -> list[str]:
+    """Pod groups whose pods do not share one claim and one device, or two groups given the same device.
+
+    ``claims`` and ``devices``: group -> the claim names / devices its pods use.
+    """
+    out = [f"{g}: its pods use claims {sorted(c)}, not the group's one claim" for g, c in sorted(claims.items()) if len(c) != 1]
+    out += [f"{g}: its pods hold {sorted(d)}, not one shared device" for g, d in sorted(devices.items()) if len(d) != 1]
+    holders: dict[str, list[str]] = defaultdict(list)
+    for g, ds in sorted(devices.items()):
+        for d in ds:
+            holders[d].append(g)
+    out += [f"groups {' and '.join(gs)} were both given {d}" for d, gs in sorted(holders.items()) if len(gs) > 1]
+    return out

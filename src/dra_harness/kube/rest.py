@@ -327,8 +327,9 @@ class Kube:
             resp.release_conn()
 
 
-def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, ...]) -> Resource | None:
-    """The first of ``versions`` in which the server serves ``group``/``plural`` (cluster-scoped), or None."""
+def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, ...],
+           namespaced: bool = False) -> Resource | None:
+    """The first of ``versions`` in which the server serves ``group``/``plural``, or None."""
     for version in versions:
         try:
             listing = kube.request("GET", f"/apis/{group}/{version}")
@@ -339,7 +340,7 @@ def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, 
                 continue
             raise
         if any(r.get("name") == plural for r in listing.get("resources", [])):
-            return Resource(group, version, plural, kind, False)
+            return Resource(group, version, plural, kind, namespaced)
     return None
 
 

@@ -35,6 +35,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "device_taints": ("device-taints", "Device taints"),
     "partitions": ("partitions", "Partitionable devices"),
     "driver_configs": ("driver-configs", "Driver configurations"),
+    "parity": ("parity", "Upstream e2e parity"),
     "contention": ("contention", "Contention"),
     "upgrade": ("upgrade", "Upgrade"),
 }

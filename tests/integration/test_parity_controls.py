@@ -1,0 +1,44 @@
+"""Negative controls for the parity suite, on a private cluster.
+
+- pods of a pod group that bring their own template claim instead of the group's: each gets its
+  own GPU, and the group check names the group and its two claims;
+- a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made.
+"""
+
+from __future__ import annotations
+
+from dra_harness.checks.sharing import group_sharing_problems
+from dra_harness.kube import builders, rest
+from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
+
+
+def test_pods_of_a_group_with_claims_of_their_own_are_caught_holding_two_gpus(handle):
+    res = rest.served(handle.kube, "scheduling.k8s.io", "podgroups", "PodGroup", ("v1beta1", "v1alpha3"), namespaced=True)
+    assert res is not None, "the embedded v1.37.2 cluster serves PodGroup"
+    handle.template("controls", "one-gpu")
+    handle.template("controls", "own-gpu")
+    handle.kube.create(res, {"apiVersion": res.api_version, "kind": "PodGroup", "metadata": {"name": "group-1"},
+                             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                                      "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}},
+                       "controls")
+    claims: dict[str, set[str]] = {"group-1": set()}
+    devices: dict[str, set[str]] = {"group-1": set()}
+    for member in ("a", "b"):
+        body = builders.pod(f"group-1-{member}", "controls", claims={"gpu": {"template": "own-gpu"}})  # not the group's
+        body["spec"]["schedulingGroup"] = {"podGroupName": "group-1"}
+        handle.kube.create(rest.PODS, body, "controls")
+    for member in ("a", "b"):
+        claim = pod_claims(handle.kube, wait_running(handle.kube, "controls", f"group-1-{member}"))["gpu"]
+        claims["group-1"].add(claim["metadata"]["name"])
+        devices["group-1"].update(str(d) for d in allocated_devices(claim))
+    problems = group_sharing_problems(claims, devices)
+    assert len(problems) == 2 and problems[0].startswith("group-1: its pods use claims"), problems
+
+
+def test_a_pod_asking_for_an_extended_resource_no_class_maps_stays_pending(handle):
+    body = builders.pod("unmapped", "controls")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"dra-harness.io/no-such-gpu": "1"}}
+    handle.kube.create(rest.PODS, body, "controls")
+    pod = wait_unschedulable(handle.kube, "controls", "unmapped", timeout=60)
+    assert "Insufficient dra-harness.io/no-such-gpu" in scheduling_message(pod), scheduling_message(pod)
+    assert not (pod.get("status") or {}).get("extendedResourceClaimStatus")
