@@ -2,7 +2,8 @@
 
 - pods of a pod group that bring their own template claim instead of the group's: each gets its
   own GPU, and the group check names the group and its two claims;
-- a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made.
+- a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made;
+- without admin access, a claim for a device another pod holds waits (what admits the admin claim is admin access).
 """
 
 from __future__ import annotations
@@ -42,3 +43,13 @@ def test_a_pod_asking_for_an_extended_resource_no_class_maps_stays_pending(handl
     pod = wait_unschedulable(handle.kube, "controls", "unmapped", timeout=60)
     assert "Insufficient dra-harness.io/no-such-gpu" in scheduling_message(pod), scheduling_message(pod)
     assert not (pod.get("status") or {}).get("extendedResourceClaimStatus")
+
+
+def test_without_admin_access_a_claim_for_a_device_in_use_waits(handle):
+    """The admin-access check's premise: what lets the admin claim in is admin access, not a free device."""
+    only = ["device.attributes['gpu.example.com'].index == 0"]
+    for pod in ("user", "not-admin"):
+        handle.claim("controls", pod, handle.request(selectors=only))
+        handle.pod("controls", pod, claim=pod, node_name="gpu-node-0")
+    wait_running(handle.kube, "controls", "user")
+    assert "cannot allocate all claims" in scheduling_message(wait_unschedulable(handle.kube, "controls", "not-admin", timeout=60))

@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 #: Printed after the environment: the log is complete once it appears.
 DONE = "probe-done"
-PROBE_COMMAND = ["sh", "-c", f"env | grep '^GPU_DEVICE' | sort; echo {DONE}; exec sleep 3600"]
+#: The driver's variables: ``GPU_DEVICE_*`` per device, ``DRA_*`` per claim (``DRA_ADMIN_ACCESS``).
+PRINT_ENV = f"env | grep -e '^GPU_DEVICE' -e '^DRA_' | sort; echo {DONE}"
+PROBE_COMMAND = ["sh", "-c", f"{PRINT_ENV}; exec sleep 3600"]
 #: Where no locally imported workload image exists (a real cluster), a public busybox.
 _DEVICE_VAR = re.compile(r"^GPU_DEVICE_([A-Z0-9_]+?)=(.*)$")
 
@@ -42,10 +44,10 @@ def probe_pod(name: str, run_id: str, image: str, node: str | None, claims: dict
 
 
 def gpu_env(log: str) -> dict[str, str]:
-    """``GPU_DEVICE_*`` variables from a probe log."""
+    """``GPU_DEVICE_*`` and ``DRA_*`` variables from a probe log."""
     env = {}
     for line in log.splitlines():
-        if line.startswith("GPU_DEVICE_") and "=" in line:
+        if line.startswith(("GPU_DEVICE_", "DRA_")) and "=" in line:
             k, v = line.split("=", 1)
             env[k] = v
     return env

@@ -32,6 +32,7 @@ def exactly(
     all_devices: bool = False,
     tolerations: list[Obj] | None = None,
     capacity: dict[str, str] | None = None,
+    admin_access: bool = False,
 ) -> Obj:
     """A request for ``count`` devices of one class (or all matching ones); ``capacity``: what it
     consumes of a device that takes several allocations (e.g. ``{"memory": "16Gi"}``)."""
@@ -47,6 +48,8 @@ def exactly(
         spec["tolerations"] = tolerations
     if capacity:
         spec["capacity"] = {"requests": capacity}
+    if admin_access:
+        spec["adminAccess"] = True
     return {"name": name, "exactly": spec}
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
+from kubernetes.utils import parse_quantity
 
 from dra_harness.checks.disruption import DisruptionRefused
 from dra_harness.kube import builders, rest
@@ -53,6 +55,10 @@ def configure(cluster, disruptor) -> Iterator[Callable[[str], tuple[str, DriverC
     if changed:
         disruptor.configure_driver(node, "default")
         wait_published(cluster.kube, node, by_name("default"), count)
+
+
+def _amount(quantity: str | None) -> Decimal | None:
+    return None if quantity is None else parse_quantity(quantity)
 
 
 def _attr(driver: str, name: str) -> str:
@@ -110,7 +116,8 @@ def test_a_device_that_takes_several_allocations_gives_each_a_share_id_and_its_c
     assert {r["device"] for r in results} == {target}, results
     ids = [r.get("shareID") for r in results]
     assert all(ids) and ids[0] != ids[1], f"share IDs {ids}: each share needs its own"
-    assert all(r.get("consumedCapacity") == share for r in results), [r.get("consumedCapacity") for r in results]
+    assert all({k: _amount(v) for k, v in (r.get("consumedCapacity") or {}).items()} == {k: _amount(v) for k, v in share.items()}
+               for r in results), [r.get("consumedCapacity") for r in results]
     # What is left of the device is enforced: a request for all of it waits until a share is gone.
     _pinned(cluster, namespace, "too-much", node,
             builders.exactly("gpu", cluster.device_class, 1, only, capacity={"memory": full, "compute": "5"}))
@@ -136,7 +143,9 @@ def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cl
         assert {r["device"] for r in results.values()} == {"nic-0"}, results
         for pod, r in results.items():
             consumed = r.get("consumedCapacity") or {}
-            assert {k: consumed.get(k) for k in asks[pod]} == asks[pod], f"{pod} consumed {consumed}, asked {asks[pod]}"
+            # The amount, not its spelling: 1.36 records 10G as 9765625Ki, 1.37 as 10G.
+            assert {k: _amount(consumed.get(k)) for k in asks[pod]} == {k: _amount(v) for k, v in asks[pod].items()}, \
+                f"{pod} consumed {consumed}, asked {asks[pod]}"
         _pinned(cluster, namespace, "nic-full", node, builders.exactly("gpu", cls, 1, only, capacity={"ingressBandwidth": "90G"}))
         message = scheduling_message(wait_unschedulable(cluster.kube, namespace, "nic-full", timeout=60))
         evidence.record(driver_config=config.name, node=node, consumed={p: r.get("consumedCapacity") for p, r in results.items()},

@@ -16,6 +16,7 @@ import hashlib
 
 import pytest
 
+from dra_harness.checks.incontainer import PRINT_ENV, devices_seen, mismatch, probe_pod, read_env
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
@@ -24,6 +25,8 @@ from dra_harness.labels import RUN_LABEL
 #: PodGroup versions, newest first: v1alpha2 (1.36, upstream's manifest), v1alpha3 and v1beta1 (1.37).
 PODGROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 UPSTREAM_PODGROUP_VERSION = "v1alpha2"
+#: A namespace may hold admin-access claims only with this label (DRAAdminAccess).
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 def _pod_groups(cluster) -> rest.Resource:
@@ -104,3 +107,54 @@ def test_pods_asking_for_an_extended_resource_get_one_gpu_each_through_a_generat
         for pod in ("implicit", "named"):
             cluster.kube.delete(rest.PODS, pod, namespace, grace_seconds=0)
         cluster.kube.delete(rest.DEVICE_CLASSES, cls)
+
+
+def _container_node(cluster) -> str:
+    if cluster.profile.container_view != "env":
+        pytest.skip(f"the {cluster.profile.name} profile's containers are checked with NVML (suites/test_gpu_visibility.py)")
+    nodes = cluster.container_nodes()
+    if not nodes:
+        pytest.skip("containers do not run on simulated (KWOK) nodes, so there is no in-container view to compare")
+    return nodes[0]
+
+
+def test_an_init_container_and_a_regular_container_share_one_gpu(cluster, namespace, evidence):
+    """Upstream: "should share 1 GPU between init container and regular container"."""
+    node = _container_node(cluster)
+    cluster.template(namespace, "gpu")
+    body = probe_pod("init-and-main", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}})
+    init = {**body["spec"]["containers"][0], "name": "init", "command": ["sh", "-c", PRINT_ENV]}
+    body["spec"]["initContainers"] = [init]
+    cluster.kube.create(rest.PODS, body, namespace)
+    wait_running(cluster.kube, namespace, "init-and-main", timeout=120)
+    views = {c: devices_seen(read_env(cluster.kube, namespace, "init-and-main", c)) for c in ("init", "ctr0")}
+    claim = pod_claims(cluster.kube, cluster.kube.get(rest.PODS, "init-and-main", namespace))["gpu"]
+    allocated = {d.device for d in allocated_devices(claim)}
+    evidence.record(node=node, views={c: sorted(v) for c, v in views.items()}, allocated=sorted(allocated))
+    for container, seen in views.items():
+        why = mismatch(seen, allocated)
+        assert why is None, f"{container}: {why}"
+
+
+def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in_the_container(cluster, namespace, evidence):
+    """Upstream: "should have DRA_ADMIN_ACCESS set to true"; and the admin claim does not need the device free."""
+    node = _container_node(cluster)
+    try:
+        cluster.kube.patch(rest.NAMESPACES, namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}})
+    except rest.ApiError as e:
+        if e.status != 403:
+            raise
+        pytest.skip(f"admin access needs the namespace labelled {ADMIN_ACCESS_LABEL}=true, which this identity may not do: {e.message}")
+    only = [f"{cluster.profile.cel_attribute('index')} == 0"]
+    cluster.claim(namespace, "user", cluster.request(selectors=only))
+    cluster.kube.create(rest.PODS, probe_pod("user", cluster.run_id, cluster.probe_image, node, {"gpu": {"claim": "user"}}), namespace)
+    wait_running(cluster.kube, namespace, "user", timeout=120)
+    cluster.claim(namespace, "admin", cluster.request(selectors=only, admin_access=True))
+    cluster.kube.create(rest.PODS, probe_pod("admin", cluster.run_id, cluster.probe_image, node, {"gpu": {"claim": "admin"}}), namespace)
+    wait_running(cluster.kube, namespace, "admin", timeout=120)
+    envs = {p: read_env(cluster.kube, namespace, p, "ctr0") for p in ("user", "admin")}
+    held = {p: [d.device for d in allocated_devices(cluster.kube.get(rest.RESOURCE_CLAIMS, p, namespace))] for p in envs}
+    evidence.record(node=node, devices=held, dra_admin_access={p: e.get("DRA_ADMIN_ACCESS") for p, e in envs.items()})
+    assert held["admin"] == held["user"], f"the admin claim got {held['admin']}, the device in use is {held['user']}"
+    assert envs["admin"].get("DRA_ADMIN_ACCESS") == "true", envs["admin"]
+    assert envs["user"].get("DRA_ADMIN_ACCESS") == "false", envs["user"]
