@@ -143,7 +143,7 @@ def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cl
         assert {r["device"] for r in results.values()} == {"nic-0"}, results
         for pod, r in results.items():
             consumed = r.get("consumedCapacity") or {}
-            # The amount, not its spelling: 1.36 records 10G as 9765625Ki, 1.37 as 10G.
+            # The amount, not its spelling: 1.35 and 1.36 record 10G as 9765625Ki, 1.37 as 10G.
             assert {k: _amount(consumed.get(k)) for k in asks[pod]} == {k: _amount(v) for k, v in asks[pod].items()}, \
                 f"{pod} consumed {consumed}, asked {asks[pod]}"
         _pinned(cluster, namespace, "nic-full", node, builders.exactly("gpu", cls, 1, only, capacity={"ingressBandwidth": "90G"}))
