@@ -27,9 +27,8 @@ import uuid
 from dataclasses import dataclass
 
 from dra_harness.kube import builders, rest
-from dra_harness.kube.pods import node_ready
+from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube, Obj
-from dra_harness.kube.waits import watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
 from dra_harness.contention.scenario import Scenario
@@ -103,11 +102,7 @@ class Topology:
                         "run": {"string": self.tag}}} for d in devices],
                 },
             })
-        want = set(self.nodes)
-        watch_until(self.kube, rest.NODES,
-                    lambda items: want <= {n["metadata"]["name"] for n in items if node_ready(n)}, timeout,
-                    f"{len(want)} simulated contention nodes Ready", label_selector=f"{NODE_LABEL}={self.tag}",
-                    why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(want)} Ready")
+        wait_nodes_ready(self.kube, set(self.nodes), f"{NODE_LABEL}={self.tag}", timeout, "simulated contention nodes")
 
     def delete(self) -> None:
         sel = f"{NODE_LABEL}={self.tag}"

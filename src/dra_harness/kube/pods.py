@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
-from dra_harness.kube.waits import wait_for_object
+from dra_harness.kube.waits import wait_for_object, watch_until
 
 
 def condition(obj: Pod | Obj, kind: str) -> PodCondition | Obj | None:
@@ -27,6 +27,13 @@ def pod_ready(pod: Pod | Obj) -> bool:
 def node_ready(node: Obj) -> bool:
     """The node's Ready condition is True (KWOK sets it on the nodes it manages)."""
     return (condition(node, "Ready") or {}).get("status") == "True"
+
+
+def wait_nodes_ready(kube: Kube, names: set[str], label_selector: str, timeout: float, what: str) -> None:
+    """Until every node of ``names`` (among those ``label_selector`` selects) is Ready."""
+    watch_until(kube, rest.NODES, lambda items: names <= {n["metadata"]["name"] for n in items if node_ready(n)}, timeout,
+                f"{len(names)} {what} Ready", label_selector=label_selector,
+                why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(names)} Ready")
 
 
 def scheduling_message(pod: Pod | Obj | None) -> str:

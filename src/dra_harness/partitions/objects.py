@@ -18,9 +18,8 @@ from __future__ import annotations
 import uuid
 
 from dra_harness.kube import builders, rest
-from dra_harness.kube.pods import node_ready
+from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube, Obj
-from dra_harness.kube.waits import watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.partitions.layout import Layout, Partition
 from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
@@ -76,11 +75,7 @@ class PartitionCluster:
                 hard = {f"{self.class_name(p)}.deviceclass.resource.k8s.io/devices": str(n) for p, n in quota.items()}
                 self.kube.create(rest.RESOURCE_QUOTAS, {"metadata": {"name": "partitions", "labels": self.labels},
                                                          "spec": {"hard": hard}}, ns)
-        want = set(self.nodes)
-        watch_until(self.kube, rest.NODES,
-                    lambda items: want <= {n["metadata"]["name"] for n in items if node_ready(n)}, timeout,
-                    f"{len(want)} simulated partition nodes Ready", label_selector=f"{TAG_LABEL}={self.tag}",
-                    why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(want)} Ready")
+        wait_nodes_ready(self.kube, set(self.nodes), f"{TAG_LABEL}={self.tag}", timeout, "simulated partition nodes")
 
     def delete(self) -> None:
         sel = f"{TAG_LABEL}={self.tag}"
