@@ -26,6 +26,8 @@ Causes are only said when the data shows them; anything else is ``unknown``.
 
 from __future__ import annotations
 
+import functools
+
 import difflib
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -78,11 +80,14 @@ class ClusterView:
             taint_rules=taint_rules,
         )
 
+    @functools.cached_property
+    def _slice_of(self) -> dict[int, str]:
+        """id(device dict) -> the name of the slice publishing it: one pass, not one scan per device."""
+        return {id(d): s["metadata"]["name"] for s in self.slices for d in s["spec"].get("devices") or []}
+
     def taints(self, device: tuple[str, str, str | None, Obj]) -> list[device_taints.Taint]:
         driver, pool, _, dev = device
-        slice_name = next((s["metadata"]["name"] for s in self.slices if s["spec"]["driver"] == driver
-                           and s["spec"]["pool"]["name"] == pool and dev in (s["spec"].get("devices") or [])), "?")
-        return device_taints.taints(driver, pool, slice_name, dev, self.taint_rules)
+        return device_taints.taints(driver, pool, self._slice_of.get(id(dev), "?"), dev, self.taint_rules)
 
     def devices(self) -> list[tuple[str, str, str | None, Obj]]:
         """(driver, pool, node, device) for every published device."""

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -67,7 +68,7 @@ class Background:
             self.proc.wait()
 
 
-def _nice_and_die_with_parent():
+def _nice_and_die_with_parent() -> Callable[[], None]:
     die = lifetime.die_with_parent()
 
     def preexec() -> None:
