@@ -27,6 +27,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
 from dra_harness.checks.sharing import NOTHING_AUDITED
+from dra_harness.report import failure_evidence
 from dra_harness.report.results import NOT_ESTABLISHED, read_results
 
 
@@ -156,6 +157,9 @@ def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(
     dump = json.loads(dumps[0].read_text())
     assert [p["metadata"]["name"] for p in dump["pods"]] == ["stuck"]
     assert dump["pending_diagnosis"][0]["cause"] == "selector-typo"
+    # The pod never ran on a node: the driver logs are those of the nodes publishing devices. Reached as an
+    # existing cluster whose driver is no known DaemonSet, the dump says it cannot tell, rather than guessing.
+    assert dump["driver_logs"] == dict.fromkeys(["gpu-node-0", "gpu-node-1"], failure_evidence.NO_DRIVER_LOG)
     kept = handle.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")
     assert [n["metadata"]["name"] for n in kept] == [dump["namespace"]]
     assert RUN_LABEL in kept[0]["metadata"]["labels"]

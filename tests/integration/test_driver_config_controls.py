@@ -43,3 +43,4 @@ def test_a_driver_configured_and_put_back_publishes_its_partitions_then_its_whol
     handle.provider.configure_driver(NODE, "default")
     wait_published(handle.kube, NODE, by_name("default"), 2)
     assert handle.provider.embedded.state().driver_configs == {}
+    assert handle.driver_log(NODE, 200).strip(), "the restarted plugin's log, as a failure dump would carry it"

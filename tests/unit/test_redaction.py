@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import dra_harness
-from dra_harness.report import fingerprint
+from dra_harness.report import failure_evidence, fingerprint
 from dra_harness.report.design import load_design
 from dra_harness.report.files import REDACTED, WITHHELD, redact, redact_file, write_json
 from dra_harness.report.summary import finish_run, start_run, write_report
@@ -193,3 +193,11 @@ def test_no_secret_of_the_corpus_reaches_any_file_of_a_real_run_directory(tmp_pa
     assert [r["outcome"] for r in summary["results"]] == ["failed"] and REDACTED in summary["results"][0]["message"]
     assert summary["results"][0]["failure_dump"]
     assert next((run / "allure-results").glob("*-attachment.png")).read_bytes() == _png()
+
+
+def test_a_dump_carries_the_driver_log_of_the_nodes_its_pods_ran_on_else_of_nodes_with_devices():
+    ran = {"pods": [{"spec": {"nodeName": "n2"}}, {"spec": {}}], "resourceslices": [{"spec": {"nodeName": "n1"}}]}
+    assert failure_evidence._driver_logs(ran, lambda node: f"log of {node}") == {"n2": "log of n2"}
+    pending = {"pods": [{"spec": {}}], "resourceslices": [{"spec": {"nodeName": n}} for n in ("n9", "n1", "n3", "n2", "n0")]}
+    got = failure_evidence._driver_logs(pending, lambda node: "")
+    assert list(got) == ["n0", "n1", "n2", "n3"] and set(got.values()) == {failure_evidence.NO_DRIVER_LOG}

@@ -14,6 +14,7 @@ from dra_harness.cli.app import main
 from dra_harness.report import write_report
 from dra_harness.report.design import DesignFileError, load_design
 from dra_harness.report.fingerprint import feature_gates, parse_feature_metrics
+from dra_harness.report.results import slug
 from dra_harness.report.summary import RunDirError, build_summary
 from tests.unit.report_runs import make_run
 
@@ -177,3 +178,13 @@ def test_a_direct_pytest_run_renders_from_its_junit_and_evidence(tmp_path):
     summary = build_summary(run)
     assert summary["verdict"] == "PASS" and summary["fingerprint"] == {"error": "no fingerprint recorded"}
     assert "Verdict: PASS" in write_report(run).read_text()
+
+
+def test_tests_that_differ_past_the_readable_cut_get_their_own_dump_name():
+    long = "suites/test_driver_restart.py::test_running_pods_keep_their_devices_across_a_restart"
+    graceful, sigkill = slug(f"{long}[graceful]"), slug(f"{long}[sigkill]")
+    assert graceful != sigkill and graceful.startswith("test-running-pods-keep-their-d-")
+    assert len(graceful) <= 39 and re.fullmatch(r"[a-z0-9-]+", graceful)  # a namespace name's and a label value's part
+    # The plugin's nodeid and the one read back from junit.xml differ in the path before the module, not in the slug.
+    assert slug("suites/test_x.py::test_y[a]") == slug("/abs/site-packages/dra_harness/suites/test_x.py::test_y[a]")
+    assert slug("suites/test_x.py::test_y") != slug("suites/test_z.py::test_y")

@@ -27,7 +27,7 @@ import pytest
 
 from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
-from dra_harness.report import failure_evidence
+from dra_harness.report import failure_evidence, results
 from dra_harness.plugin import inputs
 from dra_harness.plugin import run_watchdog
 from dra_harness import providers
@@ -184,11 +184,6 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     return handle
 
 
-def _slug(nodeid: str) -> str:
-    name = nodeid.split("::")[-1].lower()
-    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
-
-
 _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
@@ -257,7 +252,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
     namespaces of earlier tests are gone, so every device is free.
     """
     kube = cluster.kube
-    slug = _slug(request.node.nodeid)
+    slug = results.slug(request.node.nodeid)
     exclusive = _exclusive(request.node)
     if exclusive:
         cluster.wait_until_quiet()
@@ -272,7 +267,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
     finally:
         if _failed(request.node):
             report_dir = request.config.getoption("--report-dir")
-            failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver),
+            failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver, cluster.driver_log),
                                   Path(report_dir) if report_dir else None, slug)
             keep = request.config.getoption("--keep-on-failure")
         if keep:

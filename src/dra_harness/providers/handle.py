@@ -158,6 +158,24 @@ class ClusterHandle:
         return [p for p in pods if any(o.get("uid") == uid and o.get("controller")
                                        for o in p["metadata"].get("ownerReferences") or [])]
 
+    def driver_log(self, node: str, lines: int = 40) -> str:
+        """The last lines the node's driver wrote: its process's log (embedded cluster), else its
+        DaemonSet pod's containers' logs through the API server; "" where neither can be told."""
+        text = self.provider.driver_log(node, lines)
+        if text or self.controls_driver:
+            return text
+        out = []
+        for pod in self.driver_pods(node) or []:
+            meta = pod["metadata"]
+            for ctr in pod["spec"]["containers"]:
+                try:
+                    log = self.kube.raw(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
+                                        f"?container={ctr['name']}&tailLines={lines}")
+                except (rest.ApiError, rest.Unreachable) as e:
+                    log = f"unavailable: {e}"
+                out.append(f"== {meta['name']}/{ctr['name']}\n{log.rstrip()}")
+        return "\n".join(out)
+
     def driver_running(self, node: str) -> bool | None:
         """Whether the node's driver runs: its process (embedded cluster) or a Ready plugin pod
         of its DaemonSet. None when it cannot be told (no DaemonSet known)."""

@@ -11,6 +11,7 @@ dump is redacted before it is written or attached.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,14 @@ def _trim(obj: dict) -> dict:
     return out
 
 
-def collect(kube: Kube, namespace: str, driver: str) -> dict[str, Any]:
-    """Pods, claims, events and the driver's slices, plus a diagnosis of each Pending pod."""
+NO_DRIVER_LOG = "no log: the driver's process or pod is not known here (name its DaemonSet with --driver-daemonset)"
+#: Nodes whose driver log a dump carries at most: those the test's pods ran on, else the first with devices.
+MAX_DRIVER_LOGS = 4
+
+
+def collect(kube: Kube, namespace: str, driver: str, driver_log: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Pods, claims, events and the driver's slices, a diagnosis of each Pending pod, and the
+    last lines of the driver on the nodes the test's pods used (``driver_log(node)``)."""
     dump: dict[str, Any] = {"namespace": namespace}
     for key, res, ns in (
         ("pods", rest.PODS, namespace),
@@ -44,11 +51,26 @@ def collect(kube: Kube, namespace: str, driver: str) -> dict[str, Any]:
             dump[key] = [_trim(i) for i in items]
         except ApiError as e:
             dump[key] = f"unavailable: {e}"
+    if driver_log is not None:
+        dump["driver_logs"] = _driver_logs(dump, driver_log)
     try:
         dump["pending_diagnosis"] = [d.as_dict() for d in diagnose(kube, namespace)]
     except (HarnessError, ValueError) as e:  # an API error, a selector celpy cannot compile, a bad quantity
         dump["pending_diagnosis"] = f"unavailable: {e}"
     return dump
+
+
+def _driver_logs(dump: dict[str, Any], driver_log: Callable[[str], str]) -> dict[str, str]:
+    pods, slices = (v if isinstance(v := dump.get(k), list) else [] for k in ("pods", "resourceslices"))
+    nodes = sorted({p["spec"]["nodeName"] for p in pods if p.get("spec", {}).get("nodeName")})
+    nodes = nodes or sorted({s["spec"]["nodeName"] for s in slices if s["spec"].get("nodeName")})
+    out = {}
+    for node in nodes[:MAX_DRIVER_LOGS]:
+        try:
+            out[node] = driver_log(node) or NO_DRIVER_LOG
+        except HarnessError as e:
+            out[node] = f"unavailable: {e}"
+    return out
 
 
 def save(dump: dict[str, Any], report_dir: Path | None, test_slug: str) -> Path | None:
@@ -57,6 +79,8 @@ def save(dump: dict[str, Any], report_dir: Path | None, test_slug: str) -> Path 
         import allure
 
         allure.attach(text, name=f"namespace {dump['namespace']}", attachment_type=allure.attachment_type.JSON)
+        for node, log in (dump.get("driver_logs") or {}).items():
+            allure.attach(redact(log), name=f"driver log {node}", attachment_type=allure.attachment_type.TEXT)
     except Exception:  # noqa: BLE001 - evidence must never turn a failure into an error
         pass
     if report_dir is None:

@@ -14,6 +14,7 @@ recorded ``not_established`` (why it had nothing to check, e.g. a tenant audit o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -57,9 +58,16 @@ def established(outcome: str, message: str, records: list[Obj]) -> tuple[str, st
 
 
 def slug(nodeid: str) -> str:
-    """The name the pytest plugin gives a failed test's evidence file (``failures/<slug>.json``)."""
-    name = nodeid.split("::")[-1].lower()
-    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:30].strip("-") or "test"
+    """A test's short name: its namespace's, its label's and its evidence file's (``failures/<slug>.json``).
+
+    Readable up to 30 characters, then a hash of the module and the test's full name, so tests that
+    differ only past the cut (``[graceful]`` and ``[sigkill]``) do not overwrite each other's dump.
+    The module is the file's stem: the plugin's nodeid and the one read back from junit.xml agree on it.
+    """
+    path, _, name = nodeid.rpartition("::")
+    readable = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:30].strip("-") or "test"
+    module = path.rpartition("/")[2].removesuffix(".py")
+    return f"{readable}-{hashlib.sha256(f'{module}::{name}'.encode()).hexdigest()[:8]}"
 
 
 #: evidence.jsonl grows with every test of a session (and of earlier sessions in the same --report-dir).

@@ -181,6 +181,8 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
         "--healthcheck-port=-1",
         # Before v0.4.0 the plugin had no metrics server (and no flag for it).
         *(["--metrics-port=-1"] if release(st.driver_version_of(node)) >= (0, 4, 0) else []),
+        # Silent at the default level until a claim is prepared; at 3 it says what it publishes, for failure dumps.
+        "--v=3",
         f"--driver-name={config.driver if config.profile != 'gpu' else driver_name}",
         *([f"--device-profile={config.profile}"] if config.profile != "gpu" else []),
         *config.flags,
