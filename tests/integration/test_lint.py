@@ -54,3 +54,18 @@ def test_what_the_server_accepts_but_can_never_be_allocated_is_a_warning_with_th
     assert "typo request gpu: matches no device: selector" in lines and "did you mean gpu.example.com/memory?" in lines, lines
     assert "too-many request gpu: asks for 3 devices on one node; at most 2 match on any node" in lines, lines
     assert lines.splitlines()[-1].endswith("0 rejected, 3 warnings")
+
+
+def test_against_an_expected_hardware_file_the_requests_match_the_planned_devices_not_the_clusters(small_cluster, tmp_path):
+    planned = tmp_path / "planned.yaml"
+    planned.write_text("driver: gpu.example.com\nnodes:\n  big-0: {devices: 4}\n  big-1: {devices: 4}\n  big-2: {devices: 4}\n"
+                       "devices:\n  attributes: {model: LATEST-GPU-MODEL, driverVersion: 1.0.0}\n  capacity: {memory: 80Gi}\n")
+    out = _lint(str(LINT / "guide-64gi-fixed.yaml"), "--name", small_cluster.name, "--expected-hardware", str(planned))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "request gpu: matches 12 devices on 3 nodes: big-0/gpu-0" in out.stdout, out.stdout
+    # Negative control: planned GPUs with too little memory match nothing, and lint says so.
+    planned.write_text(planned.read_text().replace("80Gi", "40Gi"))
+    small = _lint(str(LINT / "guide-64gi-fixed.yaml"), "--name", small_cluster.name, "--expected-hardware", str(planned))
+    assert "matches no device" in small.stdout and "of the 12 published" in small.stdout, small.stdout
+    bad = _lint(str(LINT / "guide-64gi-fixed.yaml"), "--name", small_cluster.name, "--expected-hardware", str(tmp_path / "none.yaml"))
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "none.yaml" in bad.stderr, bad.stderr

@@ -6,6 +6,7 @@ import pytest
 
 from dra_harness.checks.diagnose import ClusterView
 from dra_harness.checks.lint import Document, Report, fix_for, match_requests, resource_for
+from dra_harness.providers.hardware import Hardware, hardware_slices
 
 NO_OVERLOAD = "found no matching overload for '_>=_' applied to '(kubernetes.Quantity, kubernetes.Quantity)'"
 DRIVER = "gpu.example.com"
@@ -63,3 +64,13 @@ def test_a_request_lists_its_matching_devices_and_warns_where_it_can_never_be_al
     match_requests(_template(expression="device.capacity['gpu.example.com'].memroy.compareTo(quantity('1')) > 0"),
                    view, view.classes, report)
     assert "matches no device" in report.findings[0].message and "did you mean gpu.example.com/memory?" in report.findings[0].message
+
+
+def test_expected_hardware_becomes_slices_with_typed_attributes():
+    hw = Hardware("gpu.example.com", {"n1": 2, "n0": 1}, attributes={"model": "X", "driverVersion": "1.0.0", "index": 3, "mig": True},
+                  capacity={"memory": "80Gi"})
+    slices = hardware_slices(hw)
+    assert [s["spec"]["nodeName"] for s in slices] == ["n0", "n1"] and len(slices[1]["spec"]["devices"]) == 2
+    attrs = slices[0]["spec"]["devices"][0]["attributes"]
+    assert attrs == {"model": {"string": "X"}, "driverVersion": {"version": "1.0.0"}, "index": {"int": 3}, "mig": {"bool": True}}
+    assert slices[0]["spec"]["devices"][0]["capacity"] == {"memory": {"value": "80Gi"}}

@@ -169,10 +169,13 @@ def match_requests(doc: Document, view: ClusterView, classes: dict[str, Obj], re
             report.findings.append(Finding("info", where, f"matches {len(matched)} devices on {len(per_node)} nodes: {shown}"))
 
 
-def lint(kube: Kube, docs: list[Document], namespace: str = "default") -> Report:
-    """Dry-run every document on ``kube``; then match the accepted claims' requests against its devices."""
+def lint(kube: Kube, docs: list[Document], namespace: str = "default", slices: list[Obj] | None = None) -> Report:
+    """Dry-run every document on ``kube``; then match the accepted claims' requests against its devices,
+    or against ``slices`` (the expected hardware's) when given."""
     report = Report()
     view = ClusterView.read(kube)
+    if slices is not None:
+        view.slices = slices
     classes = dict(view.classes)
     accepted: list[Document] = []
     known = [d for d in docs if resource_for(d.obj)]

@@ -14,6 +14,7 @@ from dra_harness.checks.lint import Document, Report, lint as run_lint
 from dra_harness.cli.common import embedded_cluster
 from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
 from dra_harness.errors import InputError
+from dra_harness.providers.hardware import hardware_slices, load_hardware
 
 err = Console(stderr=True)
 
@@ -39,21 +40,24 @@ def _documents(files: tuple[str, ...]) -> list[Document]:
 @click.option("--context", help="kubeconfig context.")
 @click.option("--name", "cluster_name", help="Check against the running embedded cluster of this name.")
 @click.option("--namespace", default="default", show_default=True, help="Namespace for objects that name none.")
+@click.option("--expected-hardware", "hardware_file", help="Match requests against the devices this expected-hardware "
+              "file describes (the hardware you plan for), not the target's slices.")
 @click.option("--json", "as_json", is_flag=True, help="Findings as JSON.")
 def lint(files: tuple[str, ...], k8s_version: str | None, kubeconfig: str | None, context: str | None,
-         cluster_name: str | None, namespace: str, as_json: bool) -> None:
+         cluster_name: str | None, namespace: str, hardware_file: str | None, as_json: bool) -> None:
     """Validate DRA manifests (DeviceClass, ResourceClaim, ResourceClaimTemplate, pods and workloads) by
     server-side dry run, list the devices each request would match, and suggest fixes for known mistakes.
     Exits 1 when the API server rejects anything."""
     docs = _documents(files)
+    slices = hardware_slices(load_hardware(hardware_file)) if hardware_file else None  # a bad file: one line, before any cluster
     if kubeconfig or (os.environ.get("KUBECONFIG") and not k8s_version and not cluster_name):
         from dra_harness.kube.client import connect
 
-        report, target = run_lint(connect(kubeconfig, context), docs, namespace), f"kubeconfig {kubeconfig or os.environ['KUBECONFIG']}"
+        report, target = run_lint(connect(kubeconfig, context), docs, namespace, slices), f"kubeconfig {kubeconfig or os.environ['KUBECONFIG']}"
     else:
         version = k8s_version or DEFAULT_KUBERNETES_VERSION
         with embedded_cluster(cluster_name, version, err, "lint", nodes=2, gpus_per_node=8) as (_, kube, served):
-            report, target = run_lint(kube, docs, namespace), f"embedded cluster, Kubernetes {served}"
+            report, target = run_lint(kube, docs, namespace, slices), f"embedded cluster, Kubernetes {served}"
     _print(report, target, as_json)
     sys.exit(1 if report.errors else 0)
 

@@ -7,6 +7,7 @@ checks compare it with :func:`devices_by_node`. Pure logic over plain dicts: no 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -101,3 +102,26 @@ def devices_by_node(slices: Sequence[ResourceSlice | Obj], driver: str) -> dict[
         if node:
             out[node].extend(s["spec"].get("devices") or [])
     return dict(out)
+
+
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
+
+
+def hardware_slices(hw: Hardware) -> list[Obj]:
+    """Slices as a driver would publish ``hw``: one pool per node, devices ``gpu-0``.. with the
+    file's attributes and capacity. A string that is a semantic version (``1.0.0``) becomes a
+    version attribute, as drivers publish ``driverVersion``; what else a real slice carries
+    (``index``, ``uuid``) the file does not say, so selectors on it match nothing here."""
+    def attribute(value: Any) -> Obj:
+        if isinstance(value, bool):
+            return {"bool": value}
+        if isinstance(value, int):
+            return {"int": value}
+        return {"version": value} if _SEMVER.match(str(value)) else {"string": str(value)}
+
+    attrs = {k: attribute(v) for k, v in hw.attributes.items()}
+    capacity = {k: {"value": v} for k, v in hw.capacity.items()}
+    return [{"metadata": {"name": f"{node}-expected"},
+             "spec": {"driver": hw.driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                      "devices": [{"name": f"gpu-{i}", "attributes": attrs, "capacity": capacity} for i in range(count)]}}
+            for node, count in sorted(hw.nodes.items())]
