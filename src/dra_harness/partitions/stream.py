@@ -70,7 +70,8 @@ def run(kube: Kube, pc: PartitionCluster, say: Callable[[str], None] = log.info,
         phase = _phase(kube, pc, "churn", churn, live, stall_s, say)
         phase["released"] = released
         result["phases"].append(phase)
-    result["allocations_checked"] = sum(p["scheduled"] for p in result["phases"])
+    # Distinct claims seen allocated at any settled point (a pod bound in fill and alive after churn counts once).
+    result["allocations_checked"] = len({c for p in result["phases"] for c in p.pop("allocated_claims")})
     result["quota_refusals"] = sum(p["refused_by_quota"] for p in result["phases"])
     return result
 
@@ -112,6 +113,7 @@ def _phase(kube: Kube, pc: PartitionCluster, name: str, requests: list[Request],
         "quota_violations": quota_violations(layout.quotas, seen.claims),
         "fragmentation": fragmentation(layout, seen.held, seen.waiting),
         "tenants": tenants,
+        "allocated_claims": sorted(set(seen.held.values())),
     }
 
 
