@@ -34,7 +34,10 @@ pytestmark = pytest.mark.disruptive
 
 @pytest.fixture
 def configure(cluster, disruptor) -> Iterator[Callable[[str], tuple[str, DriverConfig, list[Obj]]]]:
-    """``configure(name)`` -> (node, config, its slices): one node's driver in ``name`` until the test ends."""
+    """``configure(name)`` -> (node, config, its slices): one node's driver in ``name`` until the test ends.
+
+    Tests ask for it before ``namespace``, so the driver goes back after their pods and claims are gone.
+    """
     try:
         node = disruptor.target_node()
     except DisruptionRefused as e:
@@ -75,7 +78,7 @@ def _results(cluster, namespace: str, name: str) -> list[dict]:
     return pod_claims(cluster.kube, pod)["gpu"]["status"]["allocation"]["devices"]["results"]
 
 
-def test_partitions_draw_on_their_gpus_counters_so_the_whole_gpu_waits_until_they_are_freed(cluster, namespace, configure, evidence):
+def test_partitions_draw_on_their_gpus_counters_so_the_whole_gpu_waits_until_they_are_freed(cluster, configure, namespace, evidence):
     node, config, slices = configure("partitions-4")
     counters = {c["name"]: c["counters"] for s in slices for c in s["spec"].get("sharedCounters") or []}
     assert "gpu-0-counters" in counters, f"no counter set for gpu-0 in {sorted(counters)}"
@@ -100,7 +103,7 @@ def test_partitions_draw_on_their_gpus_counters_so_the_whole_gpu_waits_until_the
 @pytest.mark.parametrize(("name", "target"), [("multiple-allocations", "gpu-0"),
                                               ("multiple-allocations-partitions-4", "gpu-0-partition-0")])
 def test_a_device_that_takes_several_allocations_gives_each_a_share_id_and_its_consumed_capacity(
-        cluster, namespace, configure, evidence, name, target):
+        cluster, configure, namespace, evidence, name, target):
     node, config, slices = configure(name)
     device = next(d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == target)
     policy = {k: v.get("requestPolicy", {}).get("validRange") for k, v in device["capacity"].items()}
@@ -128,7 +131,7 @@ def test_a_device_that_takes_several_allocations_gives_each_a_share_id_and_its_c
     assert "cannot allocate all claims" in message, message
 
 
-def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cluster, namespace, configure, evidence):
+def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cluster, configure, namespace, evidence):
     node, config, _ = configure("net")
     cls = f"{namespace}-net"
     cluster.kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": cls, "labels": {RUN_LABEL: cluster.run_id}},
@@ -158,7 +161,7 @@ def test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity(cl
         cluster.kube.delete(rest.DEVICE_CLASSES, cls)
 
 
-def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster, namespace, configure, evidence):
+def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster, configure, namespace, evidence):
     node, config, _ = configure("device-status")
     if node not in cluster.container_nodes():
         pytest.skip("needs a real node: the driver writes status.devices at NodePrepareResources, which no kubelet "
@@ -185,7 +188,7 @@ def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster,
 CONTROLLER_NOT_RUN = "the example driver's controller listens on :8080 unauthenticated (no flag to change it)"
 
 
-def test_a_device_with_binding_conditions_binds_its_pod_only_once_they_are_met(cluster, namespace, configure, evidence):
+def test_a_device_with_binding_conditions_binds_its_pod_only_once_they_are_met(cluster, configure, namespace, evidence):
     node, config, slices = configure("binding-conditions")
     device = next(d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == "gpu-0")
     assert device.get("bindingConditions") == ["BindingConditions"], device
