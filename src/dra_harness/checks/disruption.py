@@ -126,6 +126,11 @@ class Disruptor:
         if not self.cluster.controls_driver:
             raise DisruptionRefused(f"driver configuration {config!r} needs a driver the harness starts (the embedded "
                                     "cluster's); on this cluster the driver's installation (Helm values) chose it")
+        local = self.cluster.embedded
+        state = local.state() if local else None
+        if state and node in state.driver_pods:
+            raise DisruptionRefused(f"the driver on {node} is a DaemonSet's pod (--driver-daemonset): configurations are "
+                                    "applied to the harness's own plugin processes only")
         if self._do(node, f"configure driver ({config}) on"):
             self.cluster.provider.configure_driver(node, config)
 

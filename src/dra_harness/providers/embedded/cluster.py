@@ -252,6 +252,8 @@ class LocalCluster:
         if config != "default" and commands.release(st.driver_version_of(node)) < (0, 4, 0):
             raise ClusterError(f"driver configuration {config!r} needs the example driver v0.4.0 or later; "
                                f"{node} runs v{st.driver_version_of(node)}")
+        if node in st.driver_pods:
+            raise ClusterError(f"the driver on {node} is a DaemonSet's pod: its configuration is the DaemonSet's")
         before = driver_configs.by_name(st.driver_configs.get(node, "default"))
         self.stop_driver(node)
         st = self.state() or st
