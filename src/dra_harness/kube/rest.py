@@ -63,6 +63,8 @@ class Unreachable(KubeApiError):
 
 
 _ERRORS = {404: NotFound, 409: Conflict, 410: Gone}
+#: How long a request turned away as busy (429 before processing) is retried before its error is raised.
+BUSY_RETRY_S = 30.0
 
 #: (group, plural) -> kind of every :class:`Resource` made, so a logged path names its kind.
 _KINDS: dict[tuple[str, str], str] = {}
@@ -157,6 +159,20 @@ class Kube:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         if query:
             url += "?" + urlencode(query)
+        retry_until = time.monotonic() + BUSY_RETRY_S
+        while True:
+            try:
+                return self._request_once(method, url, path, params, body, content_type, timeout)
+            except ApiError as e:
+                wait = _busy_wait(e, method)
+                if wait is None or time.monotonic() + wait > retry_until:
+                    raise
+                time.sleep(wait)
+
+    def _request_once(
+        self, method: str, url: str, path: str, params: dict[str, Any] | None, body: Any,
+        content_type: str | None, timeout: float,
+    ) -> Obj:
         started = time.monotonic()
         try:
             resp = self._pool.request(
@@ -387,6 +403,17 @@ def _log_call(method: str, path: str, params: dict[str, Any] | None, body: Any, 
     params = params or {}
     where = _where(namespace, name, params.get("labelSelector"), params.get("fieldSelector"))
     log.log(level, "%s %s %s -> %s (%.0f ms)", method, kind, where, outcome, (time.monotonic() - started) * 1000)
+
+
+def _busy_wait(error: ApiError, method: str) -> float | None:
+    """Seconds to wait before retrying a request the API server turned away as busy, or None when it must not
+    be retried. Only a 429 that rejected the request before it was processed qualifies: any read, and a write
+    refused because the kind's storage is (re)initializing (a CRD just installed); an eviction's 429 is a
+    PodDisruptionBudget's answer, not a busy server, and goes back to the caller."""
+    if error.status != 429 or not (method == "GET" or "storage is (re)initializing" in error.message):
+        return None
+    retry_after = (error.body.get("details") or {}).get("retryAfterSeconds", 1)
+    return min(float(retry_after), 2.0)
 
 
 def _error(status: int, text: str) -> ApiError:
