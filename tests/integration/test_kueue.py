@@ -3,7 +3,8 @@
 Kueue runs as a process with its release's CRDs and webhooks. A Job holding both devices of the
 quota is admitted; a second Job asking for one more device stays suspended with Kueue's reason
 until the first ends, then runs. A DeviceClass Kueue does not map keeps its Job out (with Kueue's
-reason) rather than letting it in uncounted. Negative control: with Kueue's DRA gate off it counts
+reason) rather than letting it in uncounted. A CRD a killed Kueue left behind is removed and
+installed afresh at the next start. Negative control: with Kueue's DRA gate off it counts
 no devices and admits the second Job at once, so the DRA quota is what held it.
 """
 
@@ -123,3 +124,21 @@ def test_negative_control_with_kueues_dra_gate_off_devices_are_not_counted(small
         assert kube.get(rest.JOBS, "big", ns)["spec"]["suspend"] is False
     finally:
         _stop(small_cluster, kube, ns, running)
+
+
+def test_a_crd_a_killed_kueue_left_behind_is_replaced_at_the_next_start(small_cluster):
+    kube = small_cluster.kube()
+    name = "provisioningrequestconfigs.kueue.x-k8s.io"
+    left = kube.create(kueue.CRDS, {"metadata": {"name": name}, "spec": {
+        "group": "kueue.x-k8s.io", "scope": "Cluster",
+        "names": {"plural": "provisioningrequestconfigs", "singular": "provisioningrequestconfig",
+                  "kind": "ProvisioningRequestConfig", "listKind": "ProvisioningRequestConfigList"},
+        "versions": [{"name": "v1beta2", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    running = kueue.start(small_cluster, kube, {GPU: [CLASS]})
+    try:
+        installed = kube.get(kueue.CRDS, name)
+        assert installed["metadata"]["uid"] != left["metadata"]["uid"]
+        assert len(installed["spec"]["versions"]) > 1, "the release's CRD (several versions), not the one left behind"
+    finally:
+        kueue.stop(small_cluster, kube, running)

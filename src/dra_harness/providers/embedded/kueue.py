@@ -33,7 +33,7 @@ from dra_harness.components.gomod import module_source
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
-from dra_harness.kube.waits import watch_until
+from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.retrying import NotYet, until
@@ -52,6 +52,10 @@ VALIDATING = rest.Resource("admissionregistration.k8s.io", "v1", "validatingwebh
                            "ValidatingWebhookConfiguration", False)
 WEBHOOK_CONFIGS = {"MutatingWebhookConfiguration": MUTATING, "ValidatingWebhookConfiguration": VALIDATING}
 READY_DEADLINE_S = 120.0
+#: How long a stop waits for the API server to finish removing Kueue's CRDs (its ``customresourcecleanup``
+#: finalizer lists and deletes each kind's objects, and takes minutes on a loaded 2-core machine); a start
+#: waits as long for CRDs of an earlier run still being removed.
+CRD_REMOVAL_DEADLINE_S = 300.0
 METRICS_CERTS = "/etc/kueue/metrics/certs"
 
 
@@ -163,9 +167,14 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     except rest.Conflict:
         namespace_created = False
     crds = _crds(source, url, ca_bundle)
+    names = {c["metadata"]["name"] for c in crds}
+    # An earlier Kueue's CRDs may still be on their way out (or left by a killed run): finish that first.
+    if stale := names & {c["metadata"]["name"] for c in kube.list(CRDS)}:
+        for name in stale:
+            kube.delete(CRDS, name)
+        _wait_crds_removed(kube, stale, f"{len(stale)} CRDs of an earlier Kueue to be removed")
     for crd in crds:
         kube.create(CRDS, crd)
-    names = {c["metadata"]["name"] for c in crds}
     watch_until(kube, CRDS, lambda items: names <= {c["metadata"]["name"] for c in items if _established(c)},
                 READY_DEADLINE_S, f"Kueue's {len(names)} CRDs to be established")
     argv = [str(binary), f"--config={config}", f"--kubeconfig={cluster.kubeconfig}",
@@ -217,12 +226,21 @@ def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
     cluster.supervisor.stop(PROCESS, grace=10)
     for name in kueue.crds:
         kube.delete(CRDS, name)
-    gone = set(kueue.crds)
-    watch_until(kube, CRDS, lambda items: not gone & {c["metadata"]["name"] for c in items}, READY_DEADLINE_S,
-                f"Kueue's {len(gone)} CRDs to be removed",
-                why=lambda items: ", ".join(sorted(gone & {c["metadata"]["name"] for c in items})) + " still there")
+    try:
+        _wait_crds_removed(kube, set(kueue.crds), f"Kueue's {len(kueue.crds)} CRDs to be removed")
+    except WaitTimeout as e:
+        # Deletion is requested and the API server finishes it on its own; the next start waits for it.
+        log.warning("%s; the API server is still removing them", e)
     if kueue.namespace_created:
         kube.delete(rest.NAMESPACES, NAMESPACE)
+
+
+def _wait_crds_removed(kube: Kube, names: set[str], what: str) -> None:
+    def left(items: list[dict]) -> set[str]:
+        return names & {c["metadata"]["name"] for c in items}
+
+    watch_until(kube, CRDS, lambda items: not left(items), CRD_REMOVAL_DEADLINE_S, what,
+                why=lambda items: ", ".join(sorted(left(items))) + " still there")
 
 
 def _release_objects(kube: Kube) -> None:
