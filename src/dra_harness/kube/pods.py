@@ -29,11 +29,19 @@ def node_ready(node: Obj) -> bool:
     return (condition(node, "Ready") or {}).get("status") == "True"
 
 
+def node_schedulable(node: Obj) -> bool:
+    """Ready, and the node controller has lifted the ``node.kubernetes.io/*`` taints it puts on a new node
+    (not-ready and the like): until then the scheduler refuses the node for that taint, whatever else."""
+    return node_ready(node) and not any(t.get("key", "").startswith("node.kubernetes.io/")
+                                        for t in node.get("spec", {}).get("taints") or [])
+
+
 def wait_nodes_ready(kube: Kube, names: set[str], label_selector: str, timeout: float, what: str) -> None:
-    """Until every node of ``names`` (among those ``label_selector`` selects) is Ready."""
-    watch_until(kube, rest.NODES, lambda items: names <= {n["metadata"]["name"] for n in items if node_ready(n)}, timeout,
-                f"{len(names)} {what} Ready", label_selector=label_selector,
-                why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(names)} Ready")
+    """Until every node of ``names`` (among those ``label_selector`` selects) is Ready and schedulable."""
+    watch_until(kube, rest.NODES, lambda items: names <= {n["metadata"]["name"] for n in items if node_schedulable(n)},
+                timeout, f"{len(names)} {what} Ready", label_selector=label_selector,
+                why=lambda items: f"{sum(node_ready(n) for n in items)} of {len(names)} Ready, "
+                                  f"{sum(node_schedulable(n) for n in items)} without the node controller's taints")
 
 
 def scheduling_message(pod: Pod | Obj | None) -> str:
