@@ -31,6 +31,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "allocation": ("allocation", "Allocation"),
     "sharing": ("sharing", "Sharing and isolation"),
     "coplacement": ("coplacement", "Co-placement"),
+    "topology": ("topology", "Topology"),
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),

@@ -1,0 +1,1 @@
+"""Topology-aware co-placement: simulated GPUs under PCIe roots and NVLink domains, and the checks on them."""
