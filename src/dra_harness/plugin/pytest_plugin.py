@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ import pytest
 
 from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
-from dra_harness.report import failure_evidence, results
+from dra_harness.report import allocations, failure_evidence, results
 from dra_harness.plugin import inputs
 from dra_harness.plugin import run_watchdog
 from dra_harness import providers
@@ -37,11 +38,12 @@ from dra_harness.providers.lock import ClusterLock
 from dra_harness.checks.disruption import Disruptor
 from dra_harness.report.evidence import Evidence
 from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import runtime_dirs
-from dra_harness.errors import HarnessError
+from dra_harness.errors import HarnessError, KubeApiError
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -52,6 +54,8 @@ PROVIDER = pytest.StashKey[Provider]()
 RUN_ID = pytest.StashKey[str]()
 #: Set once the run's inputs passed their checks: only then may the end of the run clean anything up.
 INPUTS_OK = pytest.StashKey[bool]()
+
+log = logging.getLogger(__name__)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -265,8 +269,9 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
                         f"default ServiceAccount in {name}", namespace=name)
         yield name
     finally:
+        report_dir = request.config.getoption("--report-dir")
+        _record_allocations(kube, name, report_dir, request.node.nodeid)
         if _failed(request.node):
-            report_dir = request.config.getoption("--report-dir")
             failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver, cluster.driver_log),
                                   Path(report_dir) if report_dir else None, slug)
             keep = request.config.getoption("--keep-on-failure")
@@ -276,6 +281,16 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
             cluster.delete_namespace(name)
         if exclusive:
             cluster.wait_until_quiet()
+
+
+def _record_allocations(kube: Kube, namespace: str, report_dir: str | None, test: str) -> None:
+    """Which claim each pod of the test held, for the report's allocation table; never fails the test."""
+    if not report_dir:
+        return
+    try:
+        allocations.append(Path(report_dir), test, allocations.collect(kube, namespace))
+    except (KubeApiError, OSError) as e:
+        log.warning("allocations of %s not recorded: %s", namespace, e)
 
 
 @pytest.fixture

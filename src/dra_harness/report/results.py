@@ -32,6 +32,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "sharing": ("sharing", "Sharing and isolation"),
     "coplacement": ("coplacement", "Co-placement"),
     "topology": ("topology", "Topology"),
+    "replicas": ("replicas", "Replicas on different hardware"),
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),

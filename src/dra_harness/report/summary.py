@@ -13,10 +13,12 @@ from pathlib import Path
 
 from dra_harness import __version__, yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report import allure_extra, contention, design, render, results, rundir, upgrade, vendor
+from dra_harness.report import allocations, allure_extra, contention, design, render, results, rundir, upgrade, vendor
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
 SCHEMA_VERSION = 1
+#: Allocation rows the report lists (the run may have many more; all are in allocations.jsonl).
+ALLOCATION_ROWS_SHOWN = 300
 
 __all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_report"]
 
@@ -116,7 +118,11 @@ def build_summary(run_dir: Path) -> Obj:
     fp = _optional(run_dir / "fingerprint.json", FINGERPRINT_SCHEMA) or {"error": "no fingerprint recorded"}
     rows = results.read_results(run_dir) + upgrade.rows(run_dir)
     cont = contention.load(run_dir)
-    found = results.findings(rows) + contention.findings(cont["results"])
+    allocs = allocations.load(run_dir)
+    concern_of = {r["nodeid"]: r["concern"] for r in rows}
+    found = results.findings(rows) + contention.findings(cont["results"]) + [
+        {"severity": "finding", "concern": concern_of.get(m["test"], "allocation"), "test": m["test"], "message": m["message"]}
+        for m in allocations.mixed(allocs)]
     counts = results.counts(rows)
     failed = counts.get("failed", 0) + counts.get("error", 0)
     lost = sum(c.get("jobs_lost") or 0 for c in cont["results"])
@@ -161,6 +167,7 @@ def build_summary(run_dir: Path) -> Obj:
             "record": record, "comparison": design.compare(record, rows, cont["results"], fp),
         },
         "vendor_questions": vendor.questions(rows, fp),
+        "allocations": {"pods": len(allocs), "rows": allocs[:ALLOCATION_ROWS_SHOWN]},
     }
 
 

@@ -8,7 +8,9 @@ fastest path. Here one KWOK node per use carries a fixed layout, the hardware's 
 - 8 GPUs, PCIe root ``pci0000:00`` for GPUs 0-3 and ``pci0000:80`` for GPUs 4-7;
 - NVLink-style domains crossing the roots: ``nvl-a`` = GPUs 0, 1, 4, 5 and ``nvl-b`` = 2, 3, 6, 7,
 
-so one root holds 4 GPUs, one domain 4, and a root and a domain together 2. The checks compare
+so one root holds 4 GPUs, one domain 4, and a root and a domain together 2. A fleet of several
+nodes gives each its own GPU model (``models``) and a DeviceClass per model besides the one for
+all, which is how replicas come to hold different hardware. The checks compare
 allocations with this layout, never with the slice: the ``flat-root`` fault publishes one root for
 every GPU (a driver that reports topology wrongly), and the scheduler then honours a constraint
 the hardware does not.
@@ -48,43 +50,61 @@ def gpu_of(device: str) -> int:
 
 
 class TopologyFleet:
-    """One simulated node of :data:`GPUS` GPUs with topology, its slice and DeviceClass, named by a fresh tag."""
+    """Simulated nodes (one per model) of ``gpus`` GPUs with topology, their slices and DeviceClasses,
+    named by a fresh tag."""
 
     def __init__(self, kube: Kube, run_id: str, faults: tuple[str, ...] = (),
-                 kwok: tuple[str, str] = (KWOK_ANNOTATION, "fake")) -> None:
+                 kwok: tuple[str, str] = (KWOK_ANNOTATION, "fake"), models: tuple[str, ...] = ("SIM-GPU",),
+                 gpus: int = GPUS) -> None:
         if unknown := set(faults) - set(FAULTS):
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
-        self.kube, self.run_id, self.faults, self.kwok = kube, run_id, faults, kwok
+        self.kube, self.run_id, self.faults, self.kwok, self.models, self.gpus = kube, run_id, faults, kwok, models, gpus
         self.tag = f"{run_id[:4]}{uuid.uuid4().hex[:4]}"
-        self.node = f"topo-{self.tag}"
+        self.nodes = [f"topo-{self.tag}-{i}" for i in range(len(models))]
         self.device_class = f"topo-{self.tag}"
 
     @property
+    def node(self) -> str:
+        return self.nodes[0]
+
+    @property
     def labels(self) -> dict[str, str]:
-        # SIMULATED_NODE_LABEL lets the run's sweep delete the node (and only ours) after a crash.
+        # SIMULATED_NODE_LABEL lets the run's sweep delete the nodes (and only ours) after a crash.
         return {RUN_LABEL: self.run_id, TAG_LABEL: self.tag, SIMULATED_NODE_LABEL: self.tag}
 
+    def model_class(self, model: str) -> str:
+        return f"topo-{self.tag}-{model.lower()}"
+
     def create(self, timeout: float = 120.0) -> None:
-        self.kube.create(rest.NODES, {"metadata": {
-            "name": self.node, "annotations": {self.kwok[0]: self.kwok[1]},
-            "labels": {**self.labels, "kubernetes.io/hostname": self.node, "type": "kwok"}},
-            "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]}})
-        self.kube.create(rest.RESOURCE_SLICES, {"metadata": {"name": self.node, "labels": self.labels}, "spec": {
-            "driver": DRIVER, "nodeName": self.node, "pool": {"name": self.node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [self._device(g) for g in range(GPUS)]}})
-        self.kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": self.device_class, "labels": self.labels}, "spec": {
-            "selectors": [builders.cel(f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].run == '{self.tag}'")]}})
-        wait_nodes_ready(self.kube, {self.node}, f"{TAG_LABEL}={self.tag}", timeout, "simulated topology node")
+        run = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].run == '{self.tag}'"
+        for node, model in zip(self.nodes, self.models, strict=True):
+            self.kube.create(rest.NODES, {"metadata": {
+                "name": node, "annotations": {self.kwok[0]: self.kwok[1]},
+                "labels": {**self.labels, "kubernetes.io/hostname": node, "type": "kwok"}},
+                "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]}})
+            self.kube.create(rest.RESOURCE_SLICES, {"metadata": {"name": node, "labels": self.labels}, "spec": {
+                "driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [self._device(g, model) for g in range(self.gpus)]}})
+        classes = {self.device_class: run}
+        if len(self.models) > 1:
+            classes |= {self.model_class(m): f"{run} && device.attributes['{DRIVER}'].model == '{m}'" for m in self.models}
+        for name, selector in classes.items():
+            self.kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": name, "labels": self.labels},
+                                                   "spec": {"selectors": [builders.cel(selector)]}})
+        wait_nodes_ready(self.kube, set(self.nodes), f"{TAG_LABEL}={self.tag}", timeout, "simulated topology nodes")
 
     def delete(self) -> None:
         for res in (rest.RESOURCE_SLICES, rest.NODES, rest.DEVICE_CLASSES):
             for obj in self.kube.list(res, label_selector=f"{TAG_LABEL}={self.tag}"):
                 self.kube.delete(res, obj["metadata"]["name"])
 
-    def _device(self, gpu: int) -> Obj:
+    def toleration(self) -> Obj:
+        return {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+    def _device(self, gpu: int, model: str) -> Obj:
         root = ROOTS[0] if "flat-root" in self.faults else root_of(gpu)
         return {"name": f"gpu-{gpu}", "attributes": {
-            "index": {"int": gpu}, "run": {"string": self.tag}, "model": {"string": "SIM-GPU"},
+            "index": {"int": gpu}, "run": {"string": self.tag}, "model": {"string": model},
             PCIE_ROOT: {"string": root}, NVLINK_DOMAIN: {"string": domain_of(gpu)}},
             "capacity": {"memory": {"value": "80Gi"}}}
 
@@ -94,6 +114,6 @@ class TopologyFleet:
 
     def pod(self, name: str, template: str) -> Obj:
         body = builders.pod(name, self.run_id, claims={"gpu": {"template": template}})
-        body["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+        body["spec"]["tolerations"] = [self.toleration()]
         body["spec"]["nodeSelector"] = {TAG_LABEL: self.tag}
         return body
