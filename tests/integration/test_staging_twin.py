@@ -59,6 +59,10 @@ DIFFERS = {
         "test_replicas_that_fell_back_to_another_model_are_found_with_each_replicas_model",
         "test_replicas_that_all_got_the_model_they_asked_for_raise_no_finding",
     ], "skipped: no simulated nodes allowed on the twin"),
+    "test_a_namespace_limited_to_one_device_class_is_refused_any_other":
+        "skipped: installing a ValidatingAdmissionPolicy is not in the ServiceAccount's roles",
+    "test_the_drivers_service_account_may_do_no_more_than_publish_its_nodes_slices_and_read_claims":
+        "skipped: the ServiceAccount's roles grant no SubjectAccessReview",
     "test_on_the_drivers_own_devices_a_claim_matched_on_pcie_root_stays_under_one_root":
         "skipped: the example driver publishes no PCIe root (skipped on the embedded cluster too)",
 }

@@ -17,6 +17,7 @@ error messages are never logged: they may hold tokens or Secret data.
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import logging
 import ssl
@@ -24,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client
@@ -118,6 +119,10 @@ RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceC
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
 )
+VALIDATING_ADMISSION_POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                                         "ValidatingAdmissionPolicy", False)
+VALIDATING_ADMISSION_POLICY_BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                                                "ValidatingAdmissionPolicyBinding", False)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 
@@ -135,9 +140,20 @@ class Kube:
         if configuration.cert_file:
             ctx.load_cert_chain(configuration.cert_file, configuration.key_file)
         self._pool = urllib3.PoolManager(maxsize=32, ssl_context=ctx)
+        self._impersonate: dict[str, str] = {}
+
+    def impersonating(self, user: str, extra: dict[str, str] | None = None) -> Kube:
+        """This client acting as ``user`` (the identity needs the ``impersonate`` verb), to try what another
+        identity may do for real: a driver's ServiceAccount, say, with the node its pod runs on as ``extra``.
+        The API server adds a ServiceAccount's groups itself."""
+        other = copy.copy(self)
+        # Extra keys travel in header names, where "/" is not allowed: percent-encoded, as the API server expects.
+        other._impersonate = {"Impersonate-User": user,
+                              **{f"Impersonate-Extra-{quote(k, safe='')}": v for k, v in (extra or {}).items()}}
+        return other
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "dra-harness"}
+        headers = {"Accept": "application/json", "User-Agent": "dra-harness", **self._impersonate}
         if content_type:
             headers["Content-Type"] = content_type
         # auth_settings() re-runs token refresh hooks (exec plugins) when needed.

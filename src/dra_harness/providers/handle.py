@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
 #: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
-_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES)
+# Swept in reverse: a policy's binding before the policy, and both before the classes it guards.
+_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
+                   rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS)
 
 
 def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:

@@ -33,6 +33,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "coplacement": ("coplacement", "Co-placement"),
     "topology": ("topology", "Topology"),
     "replicas": ("replicas", "Replicas on different hardware"),
+    "governance": ("governance", "Governance"),
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),
