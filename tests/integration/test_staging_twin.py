@@ -63,6 +63,10 @@ DIFFERS = {
         "skipped: installing a ValidatingAdmissionPolicy is not in the ServiceAccount's roles",
     "test_the_drivers_service_account_may_do_no_more_than_publish_its_nodes_slices_and_read_claims":
         "skipped: the ServiceAccount's roles grant no SubjectAccessReview",
+    "test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_pods":
+        "skipped: only the API server's /metrics is reachable on a cluster the run did not create",
+    "test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics":
+        "skipped: the ServiceAccount's roles do not grant nodes/proxy (or no real node)",
     "test_on_the_drivers_own_devices_a_claim_matched_on_pcie_root_stays_under_one_root":
         "skipped: the example driver publishes no PCIe root (skipped on the embedded cluster too)",
 }

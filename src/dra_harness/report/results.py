@@ -34,6 +34,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "topology": ("topology", "Topology"),
     "replicas": ("replicas", "Replicas on different hardware"),
     "governance": ("governance", "Governance"),
+    "metrics": ("metrics", "Metrics"),
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),

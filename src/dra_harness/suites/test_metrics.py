@@ -1,0 +1,106 @@
+"""Metrics that must move: the DRA series operators watch rise when DRA work happens.
+
+With no other test running (``exclusive``: another test's claims would move them too), a
+snapshot of the components' ``/metrics`` is taken, pods with template claims are scheduled
+(and one whose claim cannot be met), and a second snapshot must show (:mod:`dra_harness.checks.metrics`):
+
+- kube-scheduler: the DynamicResources plugin evaluated at PreFilter and Filter for each pod;
+  the pod it could not place counted in ``scheduler_unschedulable_pods{plugin="DynamicResources"}``
+  and in the unschedulable queue of ``scheduler_pending_pods``;
+- kube-controller-manager: a ResourceClaim created from a template per pod, and allocated claims counted;
+- each kubelet that prepared a claim (real nodes only, read through the API server's node proxy):
+  ``dra_operations_duration_seconds{operation_name="PrepareResources"}``, the driver's
+  ``NodePrepareResources`` gRPC calls, and ``dra_resource_claims_in_use`` for the driver.
+
+Where a component's ``/metrics`` cannot be read (the scheduler and controller manager of a
+cluster the run did not create) the check says so and skips; a series the version does not
+serve is a failure naming it. Negative control: pods without claims move none of them
+(``tests/integration/test_metrics_controls.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_harness.checks import metrics
+from dra_harness.checks.incontainer import probe_pod
+from dra_harness.kube import rest
+from dra_harness.kube.pods import wait_running, wait_unschedulable
+
+pytestmark = [pytest.mark.exclusive]
+PODS = 3
+S, E = metrics.series, metrics.expect
+
+
+def control_plane() -> dict[str, list[metrics.Expect]]:
+    """Each pod is evaluated by the DynamicResources plugin and gets a claim from its template (the one it
+    cannot place too); each running pod's claim is allocated; the pending one is counted as unschedulable."""
+    return {
+        "kube-scheduler": [
+            E(S("scheduler_plugin_evaluation_total", plugin="DynamicResources", extension_point="PreFilter"), rise=PODS + 1),
+            E(S("scheduler_plugin_evaluation_total", plugin="DynamicResources", extension_point="Filter"), rise=PODS + 1),
+            E(S("scheduler_unschedulable_pods", plugin="DynamicResources")),
+            E(S("scheduler_pending_pods", queue="unschedulable"))],
+        # The claim controller's series were renamed in 1.37 (resourceclaim_controller_* before).
+        "kube-controller-manager": [
+            E(S("dynamic_resource_allocation_resourceclaim_creates_total", status="success"),
+              S("resourceclaim_controller_creates_total", status="success"), rise=PODS + 1),
+            E(S("dynamic_resource_allocation_resource_claims", allocated="true"),
+              S("resourceclaim_controller_resource_claims", allocated="true"), rise=PODS)],
+    }
+
+
+def kubelet(driver: str) -> list[metrics.Expect]:
+    return [E(S("dra_operations_duration_seconds_count", operation_name="PrepareResources")),
+            E(S("dra_grpc_operations_duration_seconds_count", driver_name=driver,
+                method_name="/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources")),
+            E(S("dra_resource_claims_in_use", driver_name=driver))]
+
+
+def _sources(cluster) -> dict:
+    found = cluster.provider.fingerprint_sources()
+    return {} if isinstance(found, str) else found[1]
+
+
+def test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_pods(cluster, namespace, evidence):
+    sources = _sources(cluster)
+    missing = [c for c in ("kube-scheduler", "kube-controller-manager") if c not in sources]
+    if missing:
+        pytest.skip(f"the /metrics of {', '.join(missing)} cannot be read on this cluster (only the API server's is "
+                    "reachable through the API)")
+    expected = control_plane()
+    before = {c: sources[c]() for c in expected}
+    cluster.template(namespace, "one", cluster.request())
+    cluster.template(namespace, "too-many", cluster.request(count=max(cluster.expected.nodes.values()) + 1))
+    for i in range(PODS):
+        cluster.pod(namespace, f"p{i}", template="one")
+    cluster.pod(namespace, "never", template="too-many")
+    for i in range(PODS):
+        wait_running(cluster.kube, namespace, f"p{i}", timeout=60)
+    wait_unschedulable(cluster.kube, namespace, "never", timeout=60)
+    found = metrics.settle(sources, expected, before)
+    evidence.record(**{c: {"moved": m.moved, "still": m.still, "absent": m.absent} for c, m in found.items()})
+    problems = [f"{c}: {p}" for c, m in found.items() for p in m.problems()]
+    assert not problems, problems
+
+
+def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster, namespace, evidence):
+    nodes = cluster.container_nodes()
+    if not nodes:
+        pytest.skip("no node runs a kubelet (simulated nodes only): the kubelet's DRA metrics exist only on real nodes")
+    node = nodes[0]
+
+    def read() -> str:
+        try:
+            return cluster.kube.raw(f"/api/v1/nodes/{node}/proxy/metrics", timeout=20)
+        except rest.ApiError as e:
+            pytest.skip(f"the kubelet's /metrics on {node} cannot be read through the API server: {e.status} {e.message[:150]}")
+
+    before = read()
+    cluster.template(namespace, "one", cluster.request())
+    cluster.kube.create(rest.PODS, probe_pod("kubelet-metrics", cluster.run_id, cluster.probe_image, node,
+                                             {"gpu": {"template": "one"}}), namespace)
+    wait_running(cluster.kube, namespace, "kubelet-metrics", timeout=120)
+    moved = metrics.settle({"kubelet": read}, {"kubelet": kubelet(cluster.driver)}, {"kubelet": before})["kubelet"]
+    evidence.record(node=node, moved=moved.moved, still=moved.still, absent=moved.absent)
+    assert not moved.problems(), moved.problems()
