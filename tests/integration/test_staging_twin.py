@@ -56,6 +56,8 @@ DIFFERS = {
         "test_a_claim_matched_on_pcie_root_gets_devices_under_one_root",
         "test_more_devices_than_one_root_holds_stay_pending_with_the_reason",
         "test_a_claim_matched_on_root_and_nvlink_domain_gets_devices_sharing_both",
+        "test_a_noexecute_taint_the_driver_publishes_evicts_the_pod_holding_that_device",
+        "test_a_noschedule_taint_the_driver_publishes_keeps_new_claims_off_that_device",
         "test_replicas_that_fell_back_to_another_model_are_found_with_each_replicas_model",
         "test_replicas_that_all_got_the_model_they_asked_for_raise_no_finding",
     ], "skipped: no simulated nodes allowed on the twin"),

@@ -16,7 +16,7 @@ TEST = "suites/test_allocation.py::test_template_pods_get_distinct_devices"
 
 def _row(pod: str, workload: str, model: str, node: str = "n0") -> dict:
     return {"test": TEST, "namespace": "ns", "workload": workload, "pod": pod, "node": node,
-            "claims": [{"claim": f"{pod}-gpu", "devices": [{"device": f"drv/{node}/gpu-{pod[-1]}", "model": model}]}]}
+            "claims": [{"claim": f"{pod}-gpu", "health": {}, "devices": [{"device": f"drv/{node}/gpu-{pod[-1]}", "model": model}]}]}
 
 
 def test_a_workload_whose_replicas_got_two_models_is_one_finding_naming_each_replica():
@@ -42,7 +42,7 @@ def test_the_report_lists_every_allocation_and_raises_the_mixed_workload_as_a_fi
     html = write_report(run).read_text()
     assert "Which claim was allocated to which pod" in html and "drv/n1/gpu-2</code> (B)" in html
     md = (run / "signoff.md").read_text()
-    assert "| Deployment/web | web-2 | n1 | web-2-gpu | drv/n1/gpu-2 (B) |" in md
+    assert "| Deployment/web | web-2 | n1 | web-2-gpu | drv/n1/gpu-2 (B) | not reported |" in md
 
 
 def test_an_allocation_file_that_is_not_allocation_records_is_one_line_naming_it(tmp_path):
@@ -50,3 +50,12 @@ def test_an_allocation_file_that_is_not_allocation_records_is_one_line_naming_it
     (run / FILE).write_text('{"test": "x", "claims": "none"}\n')
     with pytest.raises(RunDirError, match=FILE):
         build_summary(run)
+
+
+def test_the_health_the_kubelet_reported_is_shown_per_claim(tmp_path):
+    run = make_run(tmp_path / "run", contention_scale=None)
+    row = _row("p-1", "Pod/p-1", "A")
+    row["claims"][0]["health"] = {"k8s.gpu.example.com/gpu=common": "Unknown"}
+    (run / FILE).write_text(json.dumps(row) + "\n")
+    write_report(run)
+    assert "| drv/n0/gpu-1 (A) | Unknown (k8s.gpu.example.com/gpu=common) |" in (run / "signoff.md").read_text()

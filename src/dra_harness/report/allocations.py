@@ -75,13 +75,27 @@ def collect(kube: Kube, namespace: str) -> list[Obj]:
     models = _models(kube, {d.driver for _, held in pods for c in held for d in allocated_devices(c)})
     rows = []
     for pod, held in pods:
+        health = _health(pod)
         rows.append({
             "namespace": namespace, "workload": _workload(kube, pod), "pod": pod["metadata"]["name"],
             "node": pod["spec"].get("nodeName") or "",
-            "claims": [{"claim": c["metadata"]["name"], "devices": [
+            "claims": [{"claim": c["metadata"]["name"], "health": health.get(c["metadata"]["name"], {}), "devices": [
                 {"device": str(d), "model": models.get(d.key, "")} for d in allocated_devices(c)]} for c in held],
         })
     return rows
+
+
+def _health(pod: Obj) -> dict[str, dict[str, str]]:
+    """Claim name -> {resourceID: health} as the kubelet reports it (``allocatedResourcesStatus``, real nodes)."""
+    by_pod_claim = {s["name"]: s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    by_pod_claim |= {r["name"]: r["resourceClaimName"] for r in pod["spec"].get("resourceClaims") or [] if r.get("resourceClaimName")}
+    out: dict[str, dict[str, str]] = {}
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        for s in c.get("allocatedResourcesStatus") or []:
+            claim = by_pod_claim.get(s["name"].removeprefix("claim:"))
+            if claim:
+                out.setdefault(claim, {}).update({r["resourceID"]: r.get("health", "") for r in s.get("resources") or []})
+    return out
 
 
 def append(report_dir: Path, test: str, rows: list[Obj]) -> None:

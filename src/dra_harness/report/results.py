@@ -38,6 +38,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "driver_restart": ("driver-restart", "Driver restart"),
     "node_drain": ("node-drain", "Node drain"),
     "device_taints": ("device-taints", "Device taints"),
+    "device_health": ("device-health", "Device health"),
     "partitions": ("partitions", "Partitionable devices"),
     "driver_configs": ("driver-configs", "Driver configurations"),
     "parity": ("parity", "Upstream e2e parity"),

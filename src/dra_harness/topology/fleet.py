@@ -98,6 +98,12 @@ class TopologyFleet:
             for obj in self.kube.list(res, label_selector=f"{TAG_LABEL}={self.tag}"):
                 self.kube.delete(res, obj["metadata"]["name"])
 
+    def taint(self, gpu: int, effect: str, key: str, value: str, node: int = 0) -> Obj:
+        """Publish a taint on one GPU in its slice, as a driver reports a device it found unhealthy; the slice."""
+        patch = [{"op": "add", "path": f"/spec/devices/{gpu}/taints",
+                  "value": [{"key": key, "value": value, "effect": effect}]}]
+        return self.kube.patch(rest.RESOURCE_SLICES, self.nodes[node], patch, kind="json")
+
     def toleration(self) -> Obj:
         return {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
