@@ -1,0 +1,103 @@
+"""What operators watch and govern, as sentences and small tables: device health, metrics, governance.
+
+The suites record evidence as JSON; an operator or reviewer reading the sign-off should not have to
+open it. Each function turns one concern's results (and, for health, the allocation table) into
+rows the templates print; a concern that did not run gives no rows and the section says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dra_harness.kube.types import Obj
+
+CONTROL_PLANE = ("kube-scheduler", "kube-controller-manager")
+
+
+def _records(results: list[Obj], concern: str) -> list[tuple[Obj, Obj]]:
+    return [(r, rec) for r in results if r["concern"] == concern for rec in r["evidence"]]
+
+
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) else str(v)
+
+
+def metrics_rows(results: list[Obj]) -> list[Obj]:
+    """component | series | before -> after | status, for every series the metrics suite expected."""
+    rows = []
+    for r, rec in _records(results, "metrics"):
+        parts = [(c, rec[c]) for c in CONTROL_PLANE if isinstance(rec.get(c), dict)]
+        if "moved" in rec:  # a kubelet's, recorded with its node
+            parts.append((f"kubelet on {rec.get('node', '?')}", rec))
+        for component, m in parts:
+            for series, (before, after) in sorted((m.get("moved") or {}).items()):
+                rows.append({"component": component, "series": series, "change": f"{_num(before)} → {_num(after)}",
+                             "status": "moved", "test": r["nodeid"]})
+            for series, values in sorted((m.get("still") or {}).items()):
+                before, after, needed = (values + [None, None, None])[:3] if isinstance(values, list) else (None, values, None)
+                rows.append({"component": component, "series": series, "change": f"{_num(before)} → {_num(after)}",
+                             "status": f"did not rise by {_num(needed)}" if needed else "did not move", "test": r["nodeid"]})
+            for series in m.get("absent") or []:
+                rows.append({"component": component, "series": series, "change": "—", "status": "not served",
+                             "test": r["nodeid"]})
+    return rows
+
+
+def governance_rows(results: list[Obj]) -> list[Obj]:
+    """check | outcome | what was seen, in words."""
+    rows = []
+    for r, rec in _records(results, "governance"):
+        if "refused" in rec:
+            refused = rec["refused"]
+            seen = (f"namespace limited to {rec.get('allowed_class')}: "
+                    + "; ".join(f"{k} for another class {'refused' if v else 'LET IN'}" for k, v in refused.items())
+                    + f"; its own class {rec.get('own_class')}")
+        elif "without_label" in rec:
+            seen = (f"adminAccess claim without the namespace label: {_short(rec['without_label'])}; "
+                    f"with it: {_short(rec['with_label'])}")
+        elif "service_account" in rec:
+            probe = rec.get("slice_probe") or {}
+            seen = (f"driver ServiceAccount {rec['service_account']}: beyond its needs it may "
+                    f"{', '.join(rec.get('granted_beyond') or []) or 'do nothing'}; a slice for its own node "
+                    f"{_short(probe.get('own_node', probe.get('not_checked', 'not checked')))}, for another node "
+                    f"{_short(probe.get('other_node', 'not checked'))}")
+        else:
+            continue
+        rows.append({"check": r["test"], "outcome": r["outcome"], "seen": seen,
+                     "findings": [str(f) for f in rec.get("findings") or []]})
+    return rows
+
+
+def health_rows(results: list[Obj], allocations: list[Obj]) -> list[Obj]:
+    """What a fault reported by the driver did, and each claim's health as the kubelet reported it."""
+    rows = []
+    for r, rec in _records(results, "device-health"):
+        if "evicted_after_s" in rec:
+            after = rec["evicted_after_s"]
+            seen = (f"NoExecute on {rec.get('tainted')}: the pod holding it was evicted after {after:.2f} s "
+                    f"({(rec.get('condition') or {}).get('reason', 'no DisruptionTarget reason')})" if after is not None
+                    else f"NoExecute on {rec.get('tainted')}: the pod holding it was NOT evicted")
+        elif "one_gpu_claim_got" in rec:
+            seen = f"NoSchedule on {rec.get('tainted')}: a new 1-GPU claim got {', '.join(rec['one_gpu_claim_got'])}"
+        elif "health" in rec:
+            seen = f"kubelet on {rec.get('node')}: claim {rec.get('claim')}: " + ", ".join(
+                f"{dev} {h}" for dev, h in sorted(rec["health"].items()))
+        else:
+            continue
+        rows.append({"what": seen, "outcome": r["outcome"], "test": r["test"]})
+    # Every claim the kubelets reported on, per node and health (the table below lists them one by one).
+    by_node: dict[str, dict[str, int]] = {}
+    for a in allocations:
+        for c in a["claims"]:
+            for h in (c.get("health") or {}).values():
+                by_node.setdefault(a["node"], {}).setdefault(h or "no value", 0)
+                by_node[a["node"]][h or "no value"] += 1
+    for node, counts in sorted(by_node.items()):
+        rows.append({"what": f"kubelet on {node} reported device health for the run's claims: " + ", ".join(
+            f"{h} {n}" for h, n in sorted(counts.items())), "outcome": "reported", "test": ""})
+    return rows
+
+
+def _short(text: Any) -> str:
+    text = str(text)
+    return text if len(text) <= 160 else text[:157] + "..."
