@@ -9,10 +9,24 @@ and skips with the flags to give otherwise.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
 import pytest
 
+from dra_harness.kube.waits import WaitError
 from dra_harness.providers import simulated_nodes
+
+
+class SimulatedObjects(Protocol):
+    """Nodes and slices a suite publishes itself (a topology fleet, a partition layout)."""
+
+    tag: str
+    kwok: tuple[str, str]
+
+    def create(self) -> None: ...
+    def delete(self) -> None: ...
 
 
 def local_kwok(config: pytest.Config, nodes: int, tag: str, what: str) -> simulated_nodes.LocalKwok:
@@ -26,3 +40,26 @@ def local_kwok(config: pytest.Config, nodes: int, tag: str, what: str) -> simula
     if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
     return simulated_nodes.LocalKwok(kubeconfig, tag).start()
+
+
+@contextmanager
+def on_simulated_nodes(config: pytest.Config, cluster, objects: SimulatedObjects, nodes: int, what: str) -> Iterator[None]:
+    """``objects`` created for the body and deleted after it; on a cluster whose provider simulates no nodes,
+    on ``nodes`` nodes of a local KWOK started for them (or the test skips with the flags it needs). When the
+    nodes never become ready, a KWOK that has exited says why."""
+    kwok = None
+    if not cluster.provider.simulates_nodes:
+        kwok = local_kwok(config, nodes, objects.tag, what)
+        objects.kwok = kwok.annotation
+    try:
+        try:
+            objects.create()
+        except WaitError:
+            if kwok:
+                kwok.check()
+            raise
+        yield
+    finally:
+        objects.delete()
+        if kwok:
+            kwok.stop()

@@ -30,7 +30,7 @@ from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, condition, pod_claims, wait_running, wait_unschedulable
 from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.plugin.simulated import local_kwok
+from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.topology.fleet import TopologyFleet
 
 pytestmark = [pytest.mark.exclusive]  # simulated nodes must not meet other suites' node audits
@@ -40,22 +40,8 @@ HEALTH_KEY = "dra-harness.io/unhealthy"
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id, gpus=2)
-    kwok = None
-    if not cluster.provider.simulates_nodes:
-        kwok = local_kwok(request.config, 1, fl.tag, "the device health suite")
-        fl.kwok = kwok.annotation
-    try:
-        try:
-            fl.create()
-        except WaitError:
-            if kwok:
-                kwok.check()
-            raise
+    with on_simulated_nodes(request.config, cluster, fl, 1, "the device health suite"):
         yield fl
-    finally:
-        fl.delete()
-        if kwok:
-            kwok.stop()
 
 
 def taint(fleet: TopologyFleet, gpu: int, effect: str) -> None:

@@ -25,11 +25,10 @@ from pathlib import Path
 import pytest
 
 from dra_harness import data
-from dra_harness.kube.waits import WaitError
 from dra_harness.partitions import checks, stream
 from dra_harness.partitions.layout import load
 from dra_harness.partitions.objects import PartitionCluster
-from dra_harness.plugin.simulated import local_kwok
+from dra_harness.plugin.simulated import on_simulated_nodes
 
 LAYOUTS = data.path("partitions")
 pytestmark = [pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
@@ -57,22 +56,8 @@ def result(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[dic
     if request.param not in _RESULTS:
         layout = load(request.param)
         pc = PartitionCluster(cluster.kube, layout, run_id)
-        kwok = None
-        if not cluster.provider.simulates_nodes:
-            kwok = local_kwok(request.config, layout.nodes, pc.tag, "the partition suite")
-            pc.kwok = kwok.annotation
-        try:
-            try:
-                pc.create()
-            except WaitError:
-                if kwok:
-                    kwok.check()
-                raise
+        with on_simulated_nodes(request.config, cluster, pc, layout.nodes, "the partition suite"):
             _RESULTS[request.param] = stream.run(cluster.kube, pc)
-        finally:
-            pc.delete()
-            if kwok:
-                kwok.stop()
     yield _RESULTS[request.param]
 
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from dra_harness.kube import builders, rest
-from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.plugin.simulated import local_kwok
+from dra_harness.kube.waits import watch_until
+from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.report import allocations
 from dra_harness.topology.fleet import TopologyFleet
 
@@ -29,22 +29,8 @@ MODELS = ("SIM-A", "SIM-B")
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id, models=MODELS, gpus=2)
-    kwok = None
-    if not cluster.provider.simulates_nodes:
-        kwok = local_kwok(request.config, len(MODELS), fl.tag, "the replicas suite")
-        fl.kwok = kwok.annotation
-    try:
-        try:
-            fl.create()
-        except WaitError:
-            if kwok:
-                kwok.check()
-            raise
+    with on_simulated_nodes(request.config, cluster, fl, len(MODELS), "the replicas suite"):
         yield fl
-    finally:
-        fl.delete()
-        if kwok:
-            kwok.stop()
 
 
 def _deploy(cluster, fleet: TopologyFleet, namespace: str, name: str, replicas: int, models: tuple[str, ...]) -> list[dict]:

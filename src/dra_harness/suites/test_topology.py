@@ -17,8 +17,7 @@ import pytest
 
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
-from dra_harness.kube.waits import WaitError
-from dra_harness.plugin.simulated import local_kwok
+from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.topology import checks
 from dra_harness.topology.fleet import NVLINK_DOMAIN, PCIE_ROOT, TopologyFleet, domain_of, gpu_of, root_of
 
@@ -30,22 +29,8 @@ DRA_REFUSAL = "cannot allocate all claims"
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id)
-    kwok = None
-    if not cluster.provider.simulates_nodes:
-        kwok = local_kwok(request.config, 1, fl.tag, "the topology suite")
-        fl.kwok = kwok.annotation
-    try:
-        try:
-            fl.create()
-        except WaitError:
-            if kwok:
-                kwok.check()
-            raise
+    with on_simulated_nodes(request.config, cluster, fl, 1, "the topology suite"):
         yield fl
-    finally:
-        fl.delete()
-        if kwok:
-            kwok.stop()
 
 
 def allocate(kube, fleet: TopologyFleet, namespace: str, name: str, count: int, match: tuple[str, ...]) -> list[str]:
