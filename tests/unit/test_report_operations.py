@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from dra_harness.checks.metrics import plugin_means
 from dra_harness.report.operations import governance_rows, health_rows, metrics_rows
+
+_TEXT = """# TYPE scheduler_plugin_execution_duration_seconds histogram
+scheduler_plugin_execution_duration_seconds_bucket{{extension_point="Filter",plugin="DynamicResources",status="Success",le="+Inf"}} {n}
+scheduler_plugin_execution_duration_seconds_sum{{extension_point="Filter",plugin="DynamicResources",status="Success"}} {s}
+scheduler_plugin_execution_duration_seconds_count{{extension_point="Filter",plugin="DynamicResources",status="Success"}} {n}
+scheduler_plugin_execution_duration_seconds_sum{{extension_point="Reserve",plugin="DynamicResources",status="Success"}} 1
+scheduler_plugin_execution_duration_seconds_count{{extension_point="Reserve",plugin="DynamicResources",status="Success"}} 2
+scheduler_plugin_execution_duration_seconds_sum{{extension_point="Filter",plugin="NodeName",status="Success"}} 9
+scheduler_plugin_execution_duration_seconds_count{{extension_point="Filter",plugin="NodeName",status="Success"}} 9
+"""
 
 
 def _result(concern: str, test: str, records: list[dict], outcome: str = "passed") -> dict:
@@ -42,3 +53,8 @@ def test_health_counts_each_nodes_claims_by_what_its_kubelet_reported():
                                                          "condition": {"reason": "DeletionByDeviceTaintManager"}}])], allocations)
     assert rows[0]["what"] == "NoExecute on gpu-0: the pod holding it was evicted after 0.04 s (DeletionByDeviceTaintManager)"
     assert rows[1]["what"] == "kubelet on n1 reported device health for the run's claims: Healthy 1, Unknown 1"
+
+
+def test_the_dra_plugins_mean_time_per_call_is_taken_over_the_work_between_two_readings():
+    means = plugin_means(_TEXT.format(n=2, s=0.5), _TEXT.format(n=6, s=0.9))
+    assert means == {"Filter": 0.1}  # (0.9 - 0.5) / (6 - 2); Reserve had no sampled call in between

@@ -101,3 +101,25 @@ def settle(sources: Mapping[str, Callable[[], str]], expected: Mapping[str, list
         if all(not m.problems() for m in found.values()) or time.monotonic() >= deadline:
             return found
         time.sleep(0.5)
+
+
+def plugin_means(before: str, after: str, plugin: str = "DynamicResources") -> dict[str, float]:
+    """Mean seconds a scheduler plugin spent per call at each extension point over the work between two
+    texts (``scheduler_plugin_execution_duration_seconds``, which the scheduler samples: points with no
+    sampled call in between are left out)."""
+    def sums(text: str) -> dict[str, tuple[float, float]]:
+        out: dict[str, tuple[float, float]] = {}
+        for family in text_string_to_metric_families(text):
+            if family.name != "scheduler_plugin_execution_duration_seconds":
+                continue
+            for sample in family.samples:
+                if sample.labels.get("plugin") != plugin or sample.name.endswith("_bucket"):
+                    continue
+                point = sample.labels.get("extension_point", "?")
+                total, count = out.get(point, (0.0, 0.0))
+                out[point] = (total + sample.value, count) if sample.name.endswith("_sum") else (total, count + sample.value)
+        return out
+
+    b, a = sums(before), sums(after)
+    return {point: (total - b.get(point, (0.0, 0.0))[0]) / (count - b.get(point, (0.0, 0.0))[1])
+            for point, (total, count) in a.items() if count - b.get(point, (0.0, 0.0))[1] > 0}

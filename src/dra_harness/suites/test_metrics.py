@@ -8,6 +8,8 @@ snapshot of the components' ``/metrics`` is taken, pods with template claims are
   the pod it could not place counted in ``scheduler_unschedulable_pods{plugin="DynamicResources"}``
   and in the unschedulable queue of ``scheduler_pending_pods``;
 - kube-controller-manager: a ResourceClaim created from a template per pod, and allocated claims counted;
+- the scheduler's DynamicResources time per call at each extension point it sampled, recorded as
+  ``scheduler_dra_<point>_mean_s`` timings (in the report's measurements and compared by ``diff``);
 - each kubelet that prepared a claim (real nodes only, read through the API server's node proxy):
   ``dra_operations_duration_seconds{operation_name="PrepareResources"}``, the driver's
   ``NodePrepareResources`` gRPC calls, and ``dra_resource_claims_in_use`` for the driver.
@@ -79,7 +81,10 @@ def test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_p
         wait_running(cluster.kube, namespace, f"p{i}", timeout=60)
     wait_unschedulable(cluster.kube, namespace, "never", timeout=60)
     found = metrics.settle(sources, expected, before)
-    evidence.record(**{c: {"moved": m.moved, "still": m.still, "absent": m.absent} for c, m in found.items()})
+    # The DynamicResources plugin's mean time per call at each point: timings the diff gate compares between runs.
+    means = metrics.plugin_means(before["kube-scheduler"], sources["kube-scheduler"]())
+    evidence.record(**{c: {"moved": m.moved, "still": m.still, "absent": m.absent} for c, m in found.items()},
+                    **{f"scheduler_dra_{point.lower()}_mean_s": round(v, 6) for point, v in sorted(means.items())})
     problems = [f"{c}: {p}" for c, m in found.items() for p in m.problems()]
     assert not problems, problems
 
