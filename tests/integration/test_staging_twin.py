@@ -104,8 +104,16 @@ def _verdicts(report_dir: Path) -> dict[str, str]:
     return {f"{r['suite']}::{r['test']}": r["outcome"] for r in read_results(report_dir)}
 
 
+#: Tests that can only be "not established" with the example driver, on the twin as on the embedded cluster, and why.
+NOT_ESTABLISHED = {
+    "test_a_real_nodes_kubelet_reports_the_health_of_each_claimed_device_to_the_pod":
+        "the example driver serves no DRA health service: the kubelet reports every device Unknown",
+}
+
+
 def _check_verdicts(verdicts: dict[str, str], log: str) -> None:
-    failed = {t: o for t, o in verdicts.items() if o not in ("passed", "skipped")}
+    failed = {t: o for t, o in verdicts.items() if o not in ("passed", "skipped")
+              and not (o == "not established" and t.split("::")[1].split("[")[0] in NOT_ESTABLISHED)}
     assert not failed, f"failed on the twin: {failed}\n{log[-3000:]}"
     # The GPU visibility suite needs the nvidia profile and a probe image: it skips on the embedded cluster too.
     unexpected = {t for t, o in verdicts.items() if o == "skipped" and t.split("::")[1].split("[")[0] not in DIFFERS
