@@ -17,7 +17,7 @@ import uuid
 
 from dra_harness import data, yamlfile
 from dra_harness.errors import InputError
-from dra_harness.kube import rest
+from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.labels import RUN_LABEL
 
@@ -32,6 +32,8 @@ class ClassLimits:
     def __init__(self, kube: Kube, run_id: str) -> None:
         self.kube, self.run_id = kube, run_id
         self.name = f"device-class-limits-{run_id[:8]}-{uuid.uuid4().hex[:4]}"
+        #: What install() created, binding last: remove() deletes exactly these (a refused binding leaves the policy).
+        self.created: list[rest.Resource] = []
 
     def install(self) -> None:
         docs = {d["kind"]: d for d in yamlfile.load_all(POLICY_FILE, InputError, f"policy {POLICY_FILE}")}
@@ -40,9 +42,11 @@ class ClassLimits:
         policy["metadata"] = {"name": self.name, "labels": labels}
         policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"][RUN_LABEL] = self.run_id
         self.kube.create(rest.VALIDATING_ADMISSION_POLICIES, policy)
+        self.created.append(rest.VALIDATING_ADMISSION_POLICIES)
         binding["metadata"] = {"name": self.name, "labels": labels}
         binding["spec"]["policyName"] = self.name
         self.kube.create(rest.VALIDATING_ADMISSION_POLICY_BINDINGS, binding)
+        self.created.append(rest.VALIDATING_ADMISSION_POLICY_BINDINGS)
 
     def limit(self, namespace: str, classes: list[str], label: bool = True) -> None:
         """Put ``namespace`` under the policy, allowed only ``classes``. ``label=False`` writes the allowed
@@ -55,12 +59,11 @@ class ClassLimits:
     def first_refusal(self, namespace: str, device_class: str, timeout: float = 15.0) -> str | None:
         """The policy's refusal of a claim for ``device_class`` in ``namespace`` (dry run, nothing stored),
         asked every 0.5 s until it comes or ``timeout`` passes (then None: the class was let in throughout)."""
-        body = {"apiVersion": rest.RESOURCE_CLAIMS.api_version, "kind": "ResourceClaim", "metadata": {"name": "probe"},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}
+        body = builders.claim("probe", self.run_id, [builders.exactly("gpu", device_class)])
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.kube.request("POST", rest.RESOURCE_CLAIMS.path(namespace), body, params={"dryRun": "All"})
+                self.kube.create(rest.RESOURCE_CLAIMS, body, namespace, dry_run=True)
             except rest.ApiError as e:
                 if self.name in e.message:
                     return e.message
@@ -70,5 +73,5 @@ class ClassLimits:
             time.sleep(0.5)
 
     def remove(self) -> None:
-        self.kube.delete(rest.VALIDATING_ADMISSION_POLICY_BINDINGS, self.name)
-        self.kube.delete(rest.VALIDATING_ADMISSION_POLICIES, self.name)
+        while self.created:
+            self.kube.delete(self.created.pop(), self.name)
