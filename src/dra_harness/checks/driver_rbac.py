@@ -80,11 +80,10 @@ def allowed(kube: Kube, user: str, groups: list[str], verb: str, group: str, res
 
 def _dry_run_slice(kube: Kube, driver: str, node: str) -> str:
     name = f"dra-harness-audit-{uuid.uuid4().hex[:8]}"
-    body: Obj = {"apiVersion": rest.RESOURCE_SLICES.api_version, "kind": "ResourceSlice", "metadata": {"name": name},
-                 "spec": {"driver": driver, "nodeName": node, "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                          "devices": []}}
+    body: Obj = {"metadata": {"name": name}, "spec": {
+        "driver": driver, "nodeName": node, "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": []}}
     try:
-        kube.request("POST", rest.RESOURCE_SLICES.path(None), body, params={"dryRun": "All"})
+        kube.create(rest.RESOURCE_SLICES, body, dry_run=True)
     except rest.ApiError as e:
         return f"refused: {e.status} {e.message[:300]}"
     return "accepted"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,14 +30,17 @@ def key(s: Series) -> str:
     return s[0] + ("{" + ",".join(f"{k}={v}" for k, v in s[1]) + "}" if s[1] else "")
 
 
-def read(text: str, wanted: list[Series]) -> Snapshot:
+def _samples(text: str) -> list[Any]:
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def read(text: str, wanted: list[Series], samples: list[Any] | None = None) -> Snapshot:
     """Each wanted series' value in ``text``: the sum over every sample that has its name and labels."""
     out: Snapshot = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            for s in wanted:
-                if sample.name == s[0] and all(sample.labels.get(k) == v for k, v in s[1]):
-                    out[key(s)] = out.get(key(s), 0.0) + sample.value
+    for sample in _samples(text) if samples is None else samples:
+        for s in wanted:
+            if sample.name == s[0] and all(sample.labels.get(k) == v for k, v in s[1]):
+                out[key(s)] = out.get(key(s), 0.0) + sample.value
     return out
 
 
@@ -76,8 +80,7 @@ class Expect:
     names: tuple[Series, ...]
     rise: float = 1e-9
 
-    def chosen(self, text: str) -> Series:
-        served = {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+    def chosen(self, served: set[str]) -> Series:
         return next((c for c in self.names if c[0] in served), self.names[0])
 
 
@@ -86,9 +89,11 @@ def expect(*names: Series, rise: float = 1e-9) -> Expect:
 
 
 def compare(before: str, after: str, expected: list[Expect]) -> Movement:
-    wanted = [(e.chosen(after), e.rise) for e in expected]
+    later = _samples(after)  # parsed once: each settle round reads every component again
+    served = {sample.name for sample in later}
+    wanted = [(e.chosen(served), e.rise) for e in expected]
     series_ = [s for s, _ in wanted]
-    return movement(read(before, series_), read(after, series_), wanted)
+    return movement(read(before, series_), read(after, series_, later), wanted)
 
 
 def settle(sources: Mapping[str, Callable[[], str]], expected: Mapping[str, list[Expect]], before: Mapping[str, str],

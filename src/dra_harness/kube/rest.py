@@ -255,10 +255,11 @@ class Kube:
         )
         return out.get("items") or [], out["metadata"].get("resourceVersion", "")
 
-    def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+    def create(self, res: Resource, body: Obj, namespace: str | None = None, dry_run: bool = False) -> Obj:
+        """Create ``body``; ``dry_run``: admitted and validated by the API server, stored nowhere."""
         body = {"apiVersion": res.api_version, "kind": res.kind, **body}
         ns = namespace or body.get("metadata", {}).get("namespace")
-        return self.request("POST", res.path(ns), body)
+        return self.request("POST", res.path(ns), body, params={"dryRun": "All"} if dry_run else None)
 
     def replace_status(self, res: Resource, body: Obj) -> Obj:
         meta = body["metadata"]
