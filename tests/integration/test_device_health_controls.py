@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
-from dra_harness.suites.test_device_health import HEALTH_KEY, evicted_after
+from dra_harness.kube.pods import allocated_devices, pod_claims, wait_evicted, wait_running
+from dra_harness.suites.test_device_health import HEALTH_KEY
 from dra_harness.topology.fleet import TopologyFleet
 
 pytestmark = pytest.mark.cluster
@@ -31,7 +31,7 @@ def test_a_fault_on_a_device_the_pod_does_not_hold_evicts_nothing(small_cluster)
         held = allocated_devices(pod_claims(kube, pod)["gpu"])[0].device
         other = 1 - int(held.rsplit("-", 1)[1])
         fleet.taint(other, "NoExecute", HEALTH_KEY, "xid-79")
-        took, cond = evicted_after(kube, ns, "holder", 10)
+        took, cond = wait_evicted(kube, ns, "holder", 10)
         assert took is None and cond is None, f"evicted after {took} s ({cond}) for a fault on gpu-{other}, not its {held}"
     finally:
         kube.delete(rest.NAMESPACES, ns)

@@ -7,11 +7,13 @@ here always quotes both, so a failed test says *why* the pod is still Pending.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
-from dra_harness.kube.waits import wait_for_object, watch_until
+from dra_harness.kube.waits import WaitError, wait_for_object, watch_until
 
 
 def condition(obj: Pod | Obj, kind: str) -> PodCondition | Obj | None:
@@ -160,3 +162,23 @@ def pod_claims(kube: Kube, pod: Pod | Obj) -> dict[str, Obj]:
     """Pod-level claim name -> the ResourceClaim object."""
     ns = pod["metadata"]["namespace"]
     return {name: kube.get(rest.RESOURCE_CLAIMS, claim, ns) for name, claim in claim_names(pod).items()}
+
+
+def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float) -> tuple[float | None, Obj | None]:
+    """Seconds until pod ``name`` is deleted, and the DisruptionTarget condition it carried (who evicted it, why);
+    at the timeout, None and whatever condition was seen."""
+    seen: dict[str, Obj] = {}
+
+    def gone(pods: list[Obj]) -> bool:
+        for p in pods:
+            if cond := condition(p, "DisruptionTarget"):
+                seen["condition"] = dict(cond)
+        return not pods
+
+    started = time.monotonic()
+    try:
+        watch_until(kube, rest.PODS, gone, timeout, f"pod {namespace}/{name} to be evicted",
+                    namespace=namespace, field_selector=f"metadata.name={name}")
+    except WaitError:
+        return None, seen.get("condition")
+    return time.monotonic() - started, seen.get("condition")

@@ -21,14 +21,13 @@ Negative control: a taint on a device the pod does not hold evicts nothing
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_devices, condition, pod_claims, wait_running, wait_unschedulable
+from dra_harness.kube.pods import allocated_devices, pod_claims, wait_evicted, wait_running, wait_unschedulable
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.topology.fleet import TopologyFleet
@@ -57,32 +56,13 @@ def run_on(cluster, fleet: TopologyFleet, namespace: str, name: str, count: int 
     return wait_running(cluster.kube, namespace, name, timeout=60)
 
 
-def evicted_after(kube, namespace: str, name: str, timeout: float) -> tuple[float | None, dict | None]:
-    """Seconds until ``name`` is deleted and the DisruptionTarget condition it carried; (None, None) at the timeout."""
-    seen: dict[str, dict] = {}
-
-    def gone(pods: list[dict]) -> bool:
-        for p in pods:
-            if cond := condition(p, "DisruptionTarget"):
-                seen["condition"] = cond
-        return not pods
-
-    started = time.monotonic()
-    try:
-        watch_until(kube, rest.PODS, gone, timeout, f"pod {namespace}/{name} to be evicted",
-                    namespace=namespace, field_selector=f"metadata.name={name}")
-    except WaitError:
-        return None, seen.get("condition")
-    return time.monotonic() - started, seen.get("condition")
-
-
 def test_a_noexecute_taint_the_driver_publishes_evicts_the_pod_holding_that_device(cluster, fleet, namespace, evidence):
     kube = cluster.kube
     pods = {name: run_on(cluster, fleet, namespace, name) for name in ("victim", "bystander")}
     held = {n: allocated_devices(pod_claims(kube, p)["gpu"])[0].device for n, p in pods.items()}
     gpu = int(held["victim"].rsplit("-", 1)[1])
     taint(fleet, gpu, "NoExecute")
-    took, cond = evicted_after(kube, namespace, "victim", 60)
+    took, cond = wait_evicted(kube, namespace, "victim", 60)
     evidence.record(node=fleet.node, tainted=held["victim"], evicted_after_s=round(took, 3) if took else None, condition=cond)
     assert took is not None, f"the pod holding {held['victim']} still runs 60 s after the driver reported it unhealthy"
     assert (cond or {}).get("reason") == "DeletionByDeviceTaintManager", cond
