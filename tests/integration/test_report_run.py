@@ -130,6 +130,68 @@ def test_headless_chromium_shows_the_verdict(real_run, tmp_path):
     assert tuple(pixels[15, 640]) == FAIL_RED and "Verdict: FAIL" in dom
 
 
+def test_the_signoff_says_where_the_checks_ran_and_shows_no_raw_json_by_default(real_run, tmp_path):
+    """The provenance line is in the banner a browser draws, and the evidence cells read as phrases, not JSON."""
+    from tests.unit.test_report_provenance import RAW_JSON, visible_evidence
+
+    prereqs.ensure(["chromium"], "rendering signoff.html in a browser")
+    out, _ = real_run
+    _, dom = _screenshot(out / "signoff.html", tmp_path / "shot.png")
+    banner = dom.split('<header id="verdict">', 1)[1].split("</header>", 1)[0]
+    # Two KWOK nodes, the example driver, no real node: the reader is told all three.
+    assert 'id="provenance">On simulated devices: 8 from the example driver (gpu.example.com) on 2 simulated (KWOK) nodes' in banner
+    assert "no container ran" in banner and "no GPU" in banner
+    shown = visible_evidence(dom)
+    assert "node gpu-node-" in shown and not RAW_JSON.search(shown), shown[:2000]
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(r["provenance"]["text"] for r in summary["results"])
+
+
+#: Fraction of non-white pixels (at 20 dpi) below which a page is blank: one short word is about 0.0004.
+BLANK = 0.0001
+
+
+def _pages(pdf: Path, tmp_path: Path) -> list[tuple[str, float]]:
+    """(text, fraction of non-white pixels) per page of a PDF, through poppler's pdftotext and pdftoppm."""
+    from matplotlib.image import imread
+
+    prereqs.ensure(["poppler-utils"], "reading signoff.pdf back")
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    pages = text.split("\f")[:-1] if text.endswith("\f") else text.split("\f")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["pdftoppm", "-r", "20", "-png", str(pdf), str(tmp_path / "page")], check=True, capture_output=True)
+    ink = []
+    for png in sorted(tmp_path.glob("page-*.png")):
+        pixels = imread(png)[:, :, :3]
+        ink.append(float((pixels.min(axis=2) < 0.9).mean()))
+    assert len(ink) == len(pages), (len(ink), len(pages))
+    return list(zip(pages, ink, strict=True))
+
+
+def test_signoff_pdf_gives_each_concern_its_own_pages_and_no_page_is_blank(real_run, tmp_path):
+    out, _ = real_run
+    proc = _harness("report", str(out), "--pdf", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pages = _pages(out / "signoff.pdf", tmp_path / "run")
+    assert pages[0][0].lstrip().startswith("Verdict: PASS")
+    concerns = json.loads((out / "summary.json").read_text())["concerns"]
+    # A concern starts its page (the first may follow the "Concerns" heading): its title is in the page's top lines.
+    tops = [" ".join(p.strip().splitlines()[:3]) for p, _ in pages]
+    for c in concerns:
+        assert any(top.startswith(c["title"]) or (top.startswith("Concerns") and c["title"] in top)
+                   for top in tops), f"no page starts with {c['title']}"
+    assert len(pages) >= len(concerns) + 1
+    blank = [i + 1 for i, (_, ink) in enumerate(pages) if ink < BLANK]
+    assert not blank, f"blank pages: {blank}"
+    # Control: a PDF with a blank page in it is caught by the same pixel check.
+    html = tmp_path / "blank.html"
+    html.write_text('<p>one</p><div style="break-after:page"></div><div style="break-after:page">&nbsp;</div><p>three</p>')
+    from dra_harness.report.pdf import print_pdf
+
+    ink = [i for _, i in _pages(print_pdf(html, tmp_path / "blank.pdf"), tmp_path / "control")]
+    assert [i + 1 for i, x in enumerate(ink) if x < BLANK] == [2], ink
+
+
 def test_report_re_renders_a_run(real_run):
     out, _ = real_run
     before = json.loads((out / "summary.json").read_text())

@@ -11,11 +11,24 @@ import click
 
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-def report(run_dir: Path) -> None:
-    """Re-render a run directory's summary.json, signoff.md, signoff.html and Allure extras."""
+@click.option("--pdf", "with_pdf", is_flag=True,
+              help="Also print signoff.pdf with headless Chromium (installed as a prerequisite when root).")
+def report(run_dir: Path, with_pdf: bool) -> None:
+    """Re-render a run directory's summary.json, signoff.md, signoff.html and Allure extras (and signoff.pdf)."""
     from dra_harness.report import write_report
+    from dra_harness.report.pdf import FILE, PdfError
+    from dra_harness.report.summary import write_pdf
 
-    click.echo(str(write_report(run_dir)))
+    html = write_report(run_dir)
+    # A PDF the run printed is reprinted, so it never disagrees with the HTML beside it.
+    if with_pdf or (run_dir / FILE).is_file():
+        if with_pdf:
+            from dra_harness.components import prereqs
+
+            prereqs.ensure(["chromium"], "printing signoff.pdf")
+        if write_pdf(run_dir) is None:
+            raise PdfError(f"{run_dir / FILE} not printed: see the warning above")
+    click.echo(str(html))
 
 
 @click.command()

@@ -19,6 +19,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness import yamlfile
+from dra_harness.report import provenance
 from dra_harness.report.files import RunDirError, redact
 
 FILE = "allocations.jsonl"
@@ -73,16 +74,29 @@ def collect(kube: Kube, namespace: str) -> list[Obj]:
     if not pods:
         return []
     models = _models(kube, {d.driver for _, held in pods for c in held for d in allocated_devices(c)})
+    kinds = _node_kinds(kube, {pod["spec"].get("nodeName") or "" for pod, _ in pods} - {""})
     rows = []
     for pod, held in pods:
         health = _health(pod)
+        node = pod["spec"].get("nodeName") or ""
         rows.append({
             "namespace": namespace, "workload": _workload(kube, pod), "pod": pod["metadata"]["name"],
-            "node": pod["spec"].get("nodeName") or "",
+            "node": node, "node_kind": kinds.get(node, ""),
             "claims": [{"claim": c["metadata"]["name"], "health": health.get(c["metadata"]["name"], {}), "devices": [
                 {"device": str(d), "model": models.get(d.key, "")} for d in allocated_devices(c)]} for c in held],
         })
     return rows
+
+
+def _node_kinds(kube: Kube, names: set[str]) -> dict[str, str]:
+    """Node -> simulated / real / kind, read now: nodes a test made itself may be gone from the fingerprint's list."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = provenance.node_kind(kube.get(rest.NODES, name))
+        except rest.ApiError:  # deleted with its test, or not readable: the report says "unknown kind"
+            continue
+    return out
 
 
 def _health(pod: Obj) -> dict[str, dict[str, str]]:

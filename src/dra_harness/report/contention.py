@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness.kube.types import Obj
+from dra_harness.report import readable
 
 REQUIRED = ("scenario", "design", "jobs_total", "jobs_completed", "jobs_lost", "tiers")
 TIER_REQUIRED = ("tier", "wait_s")
@@ -80,6 +81,10 @@ def preemption_verdict(probe: Obj | None) -> str:
     return f"no device was freed by preemption: the high-priority job {waited}"
 
 
+def _wait(v: Any) -> str:
+    return readable.duration(v) if isinstance(v, (int, float)) else str(v)
+
+
 def findings(results: list[Obj]) -> list[Obj]:
     out = []
     for r in results:
@@ -91,7 +96,8 @@ def findings(results: list[Obj]) -> list[Obj]:
             if t.get("verdict") == "misses":
                 out.append({"severity": "finding", "concern": "contention", "test": r["_file"],
                             "message": f"{where}: tier {t['tier']} misses its tolerable wait "
-                                       f"(p95 {t['wait_s'].get('p95')} s > {t.get('tolerable_wait_s')} s; "
+                                       f"(p95 {_wait(t['wait_s'].get('p95'))} > {_wait(t.get('tolerable_wait_s'))} "
+                                       f"of scenario time; "
                                        f"{t.get('over_tolerable')} jobs over)"})
     return out
 

@@ -25,6 +25,7 @@ from dra_harness.providers.hardware import attribute_value, devices_by_node
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded import gates as gate_table
+from dra_harness.report import provenance
 from dra_harness.report.files import redact
 
 MetricsSource = Callable[[], str]
@@ -182,6 +183,7 @@ def collect(
         return inventory(slices)
 
     part("inventory", _inventory)
+    part("nodes", lambda: provenance.nodes(kube.list(rest.NODES)))
     drivers = sorted((fp.get("inventory") or {}).keys()) if "error" not in fp.get("inventory", {}) else []
     fp["drivers"] = [
         {

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from dra_harness.kube.types import Obj
-from dra_harness.report import contention, operations, plots
+from dra_harness.report import contention, operations, plots, readable
 from dra_harness.report.results import slug
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
@@ -46,7 +46,7 @@ def _num(v: Any) -> str:
     return "—" if v is None else str(v)
 
 
-_env.filters.update(when=_when, detail=_detail, num=_num, anchor=lambda nodeid: "t-" + slug(nodeid),
+_env.filters.update(when=_when, detail=_detail, num=_num, duration=readable.duration, items=readable.items, anchor=lambda nodeid: "t-" + slug(nodeid),
                     tojson_pretty=lambda o: json.dumps(o, indent=2, default=str))
 
 

@@ -30,6 +30,7 @@ CONCERNS: dict[str, tuple[str, str]] = {
     "inventory": ("inventory", "Inventory"),
     "allocation": ("allocation", "Allocation"),
     "sharing": ("sharing", "Sharing and isolation"),
+    "gpu_visibility": ("gpu-visibility", "GPU visibility in containers"),
     "coplacement": ("coplacement", "Co-placement"),
     "topology": ("topology", "Topology"),
     "replicas": ("replicas", "Replicas on different hardware"),

@@ -27,7 +27,7 @@ from dra_harness.report.files import RunDirError, write_json
 MARKER = ".dra-harness-run"
 #: The files a run writes at the top of its directory, and the folders it fills.
 RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
-             "signoff.md", "signoff.html")
+             "signoff.md", "signoff.html", "signoff.pdf")
 RUN_DIRS = ("allure-results", "failures", "contention", "upgrade")
 
 

@@ -8,19 +8,22 @@ that was killed still renders, marked incomplete.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 from dra_harness import __version__, yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report import allocations, allure_extra, contention, design, render, results, rundir, upgrade, vendor
+from dra_harness.report import allocations, allure_extra, contention, design, pdf, provenance, readable, render, results, rundir, upgrade, vendor
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 #: Allocation rows the report lists (the run may have many more; all are in allocations.jsonl).
 ALLOCATION_ROWS_SHOWN = 300
 
-__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_report"]
+__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_pdf", "write_report"]
 
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
@@ -47,8 +50,23 @@ def finish_run(run_dir: Path, complete: bool, exit_code: int) -> Path:
     meta.update(finished=time.time(), complete=complete, exit_code=exit_code)
     write_json(run_dir / "run.json", meta)
     path = write_report(run_dir)
+    if pdf.browser():
+        write_pdf(run_dir)
+    else:
+        log.info("no signoff.pdf: Chromium is not installed (`dra-harness report %s --pdf` installs it as root)", run_dir)
     rundir.seal(run_dir)
     return path
+
+
+def write_pdf(run_dir: Path) -> Path | None:
+    """Print signoff.html to signoff.pdf; a browser that fails is a warning, never a failed run."""
+    try:
+        printed = pdf.print_pdf(run_dir / "signoff.html")
+    except pdf.PdfError as e:
+        log.warning("%s", e)
+        return None
+    rundir.record(run_dir, [printed])
+    return printed
 
 
 _STRS: Obj = {"type": "array", "items": {"type": "string"}}
@@ -123,6 +141,9 @@ def build_summary(run_dir: Path) -> Obj:
     found = results.findings(rows) + contention.findings(cont["results"]) + [
         {"severity": "finding", "concern": concern_of.get(m["test"], "allocation"), "test": m["test"], "message": m["message"]}
         for m in allocations.mixed(allocs)]
+    origin = provenance.summarise(fp, rows, allocs)
+    for r in rows:
+        r["evidence_text"] = [readable.sentence(rec) for rec in r["evidence"]]
     counts = results.counts(rows)
     failed = counts.get("failed", 0) + counts.get("error", 0)
     lost = sum(c.get("jobs_lost") or 0 for c in cont["results"])
@@ -154,6 +175,7 @@ def build_summary(run_dir: Path) -> Obj:
         "verdict": verdict,
         "verdict_reason": reason,
         "counts": counts,
+        "provenance": origin,
         "fingerprint": fp,
         "concerns": _with_contention(results.concerns(rows), cont["results"]),
         "results": rows,
