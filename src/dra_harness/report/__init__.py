@@ -3,8 +3,8 @@
 One concept per module: :mod:`.fingerprint` (what was tested), :mod:`.results` (what
 the tests found), :mod:`.contention` (the design comparison), :mod:`.design` (what the
 user meant to build), :mod:`.vendor` (what to ask the GPU vendor), :mod:`.summary`
-(the machine-readable whole), :mod:`.render` (the people-readable whole) and
-:mod:`.diff` (two runs compared: the pre-upgrade gate).
+(the machine-readable whole), :mod:`.render` (the people-readable whole),
+:mod:`.diff` (two runs compared: the pre-upgrade gate) and :mod:`.compare` (several runs side by side).
 """
 
 from __future__ import annotations
