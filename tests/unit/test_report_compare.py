@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+from click.testing import CliRunner
 
-from dra_harness.report import compare
+from dra_harness.cli.app import main
+from dra_harness.report import compare, write_report
 from dra_harness.report.summary import build_summary
 from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
@@ -183,3 +186,39 @@ def test_the_recorded_1_36_3_and_1_37_2_runs_side_by_side():
     assert t["checks"] == 43 and 0 < t["differ"] < 10
     html = compare.render.compare_html(t)
     assert not any(c in cell for cell in _evidence_cells(html) for c in "{}")
+
+
+def test_the_compare_command_writes_html_and_markdown_and_prints_the_html_path(tmp_path):
+    a = make_run(tmp_path / "a", k8s="v1.36.3", contention_scale=None)
+    b = make_run(tmp_path / "b", contention_scale=None)
+    write_report(b)
+    out = tmp_path / "cmp"
+    # A summary.json is a run, as for diff.
+    result = CliRunner().invoke(main, ["compare", str(a), str(b / "summary.json"), "--out", str(out),
+                                       "--label", "base", "--label", "candidate"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == str(out / "compare.html")
+    assert "| ≠ **Kubernetes** | **v1.36.3** | **v1.37.2** |" in (out / "compare.md").read_text()
+    assert "<th>candidate</th>" in (out / "compare.html").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{a}"], "compare needs at least two runs, got 1"),
+    (["{a}", "{missing}"], "{missing} does not exist"),
+    (["{a}", "{empty}"], "{empty} is not a run directory"),
+    (["{a}", "{malformed}"], "summary {malformed}/summary.json: results: 'none' is not of type 'array'"),
+    (["{a}", "{foreign}"], "summary of {foreign}: results.0.evidence_text: 'x' is not of type 'array', 'null'"),
+    (["{a}", "{a}", "--label", "only-one"], "1 --label for 2 runs: give one per run, or none"),
+])
+def test_the_compare_command_refuses_bad_input_in_one_line_naming_it(tmp_path, args, message):
+    paths = {"a": make_run(tmp_path / "a", contention_scale=None), "missing": tmp_path / "missing", "empty": tmp_path / "empty",
+             "malformed": make_run(tmp_path / "malformed", contention_scale=None), "foreign": make_run(tmp_path / "foreign", contention_scale=None)}
+    (tmp_path / "empty").mkdir()
+    (paths["malformed"] / "summary.json").write_text('{"results": "none"}')
+    foreign = build_summary(paths["foreign"])
+    foreign["results"][0]["evidence_text"] = "x"
+    (paths["foreign"] / "summary.json").write_text(json.dumps(foreign))
+    result = CliRunner().invoke(main, ["compare", *(a.format(**paths) for a in args), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert " ".join(result.output.split()).startswith("error: " + message.format(**paths))
+    assert not (tmp_path / "out").exists()
