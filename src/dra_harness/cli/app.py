@@ -79,7 +79,7 @@ def main(log_level: str | None, verbose: int) -> None:
     logs.configure(logs.level_for(log_level, verbose))
 
 
-from dra_harness.cli.report import diff, report  # noqa: E402 - each command group lives in its own module
+from dra_harness.cli.report import compare, diff, report  # noqa: E402 - each command group lives in its own module
 from dra_harness.cli.run import run, selftest  # noqa: E402
 from dra_harness.cli.cluster import cluster, diagnose  # noqa: E402
 from dra_harness.cli.components import components  # noqa: E402
@@ -93,6 +93,7 @@ main.add_command(components)
 main.add_command(bench)
 main.add_command(selftest)
 main.add_command(diff)
+main.add_command(compare)
 from dra_harness.cli.contention import bench_allocation, contention  # noqa: E402 - so do the contention commands
 
 main.add_command(contention)

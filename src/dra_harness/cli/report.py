@@ -1,9 +1,10 @@
-"""``dra-harness report`` and ``dra-harness diff``: re-render a run, and gate an upgrade on two runs."""
+"""``dra-harness report``, ``diff`` and ``compare``: re-render a run, gate an upgrade on two runs, show several side by side."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -55,3 +56,24 @@ def diff(base: Path, candidate: Path, max_slowdown: float, min_delta: float, max
                      accept_missing=accept_missing)
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else text(result))
     sys.exit(1 if result.failed else 0)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for compare.html and compare.md (default: compare-<UTC time> in the current directory).")
+@click.option("--label", "labels", multiple=True, help="A column title, once per run in the same order (default: the run ids).")
+def compare(runs: tuple[Path, ...], out: Path | None, labels: tuple[str, ...]) -> None:
+    """Several runs (directories or summary.json) side by side: drivers, versions, clusters or designs, check by check,
+    differences highlighted; writes compare.html and compare.md and prints the HTML's path."""
+    from dra_harness.report import compare as side_by_side
+
+    if len(runs) < 2:
+        raise click.UsageError(f"compare needs at least two runs, got {len(runs)}")
+    if labels and len(labels) != len(runs):
+        raise click.UsageError(f"{len(labels)} --label for {len(runs)} runs: give one per run, or none")
+    # The current directory, not beside the runs: runs live in reports/out/<run-id>, and a compare written there would
+    # be swept up by the next `compare reports/out/*`; a timestamp never overwrites an earlier comparison.
+    out = out or Path(time.strftime("compare-%Y%m%d-%H%M%S", time.gmtime()))
+    table = side_by_side.build(side_by_side.load_runs(list(runs)), list(labels) or None)
+    click.echo(str(side_by_side.write(out, table)))

@@ -3,10 +3,10 @@
 One concept per module: :mod:`.fingerprint` (what was tested), :mod:`.results` (what
 the tests found), :mod:`.contention` (the design comparison), :mod:`.design` (what the
 user meant to build), :mod:`.vendor` (what to ask the GPU vendor), :mod:`.summary`
-(the machine-readable whole), :mod:`.render` (the people-readable whole) and
-:mod:`.diff` (two runs compared: the pre-upgrade gate), :mod:`.provenance` (where each check
-ran and what made its devices), :mod:`.readable` (evidence as phrases with units) and
-:mod:`.pdf` (the sign-off printed for filing).
+(the machine-readable whole), :mod:`.render` (the people-readable whole),
+:mod:`.diff` (two runs compared: the pre-upgrade gate), :mod:`.compare` (several runs side by side),
+:mod:`.provenance` (where each check ran and what made its devices), :mod:`.readable`
+(evidence as phrases with units) and :mod:`.pdf` (the sign-off printed for filing).
 """
 
 from __future__ import annotations

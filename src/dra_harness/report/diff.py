@@ -100,8 +100,18 @@ def load(run_dir: Path | str) -> Obj:
     return build_summary(path)
 
 
-def _version(s: Obj) -> str:
+def k8s_version(s: Obj) -> str:
     return str(((s.get("fingerprint") or {}).get("kubernetes") or {}).get("gitVersion", "unknown"))
+
+
+def matched_checks(summaries: list[Obj]) -> list[tuple[str, list[Obj | None]]]:
+    """Every check of any run, matched across runs by nodeid (parametrized ids included): (nodeid, each run's row or None).
+
+    In the order the checks first appear, run by run; ``diff`` and ``compare`` both match this way.
+    """
+    runs = [{r["nodeid"]: r for r in s.get("results", [])} for s in summaries]
+    nodeids = dict.fromkeys(n for rows in runs for n in rows)
+    return [(n, [rows.get(n) for rows in runs]) for n in nodeids]
 
 
 def _gates(s: Obj) -> set[str] | None:
@@ -116,7 +126,7 @@ def _api(s: Obj, key: str) -> list[str] | None:
 
 def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: bool = False) -> Diff:
     """The diff; ``accept_missing`` turns checks that no longer ran (and a lower count) from regressions into changes."""
-    d = Diff(base=f"{base.get('run_id')} ({_version(base)})", candidate=f"{cand.get('run_id')} ({_version(cand)})")
+    d = Diff(base=f"{base.get('run_id')} ({k8s_version(base)})", candidate=f"{cand.get('run_id')} ({k8s_version(cand)})")
     _fingerprint(base, cand, d)
     if not cand.get("complete"):
         d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
@@ -129,8 +139,8 @@ def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: 
 
 
 def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:
-    if _version(base) != _version(cand):
-        d.changes.append(f"Kubernetes {_version(base)} -> {_version(cand)}")
+    if k8s_version(base) != k8s_version(cand):
+        d.changes.append(f"Kubernetes {k8s_version(base)} -> {k8s_version(cand)}")
     bg, cg = _gates(base), _gates(cand)
     if bg is None or cg is None:
         d.changes.append("DRA feature gates: unknown in " + ("base" if bg is None else "candidate") + " (metrics not readable)")
@@ -168,27 +178,25 @@ def _missing(d: Diff, accept: bool, what: str) -> None:
 
 
 def _outcomes(base: Obj, cand: Obj, d: Diff, accept_missing: bool = False) -> None:
-    b = {r["nodeid"]: r for r in base.get("results", [])}
-    c = {r["nodeid"]: r for r in cand.get("results", [])}
     bad = ("failed", "error")
-    for nodeid in sorted(set(b) | set(c)):
-        bo = b[nodeid]["outcome"] if nodeid in b else None
-        co = c[nodeid]["outcome"] if nodeid in c else None
+    for nodeid, (b, c) in sorted(matched_checks([base, cand]), key=lambda m: m[0]):
+        bo = b["outcome"] if b else None
+        co = c["outcome"] if c else None
         if bo == co:
             continue
         if co in bad:
-            why = (c[nodeid].get("message") or "").splitlines()[0][:200] if c[nodeid].get("message") else ""
+            why = (c.get("message") or "").splitlines()[0][:200] if c and c.get("message") else ""
             d.regressions.append(f"new failure: {nodeid} ({bo or 'absent'} -> {co}){': ' + why if why else ''}")
         elif bo == "passed" and co in _NO_LONGER_RUN:
-            why = (c[nodeid].get("message") or "").splitlines()[0][:160] if co else ""
+            why = (c.get("message") or "").splitlines()[0][:160] if c else ""
             _missing(d, accept_missing, f"check no longer passes: {nodeid} (passed -> {co or 'absent'})"
                      + (f": {why}" if why else ""))
-        elif co is None:
+        elif c is None:
             d.changes.append(f"check absent from candidate: {nodeid} (was {bo})")
-        elif bo is None:
+        elif b is None:
             d.changes.append(f"new check: {nodeid} ({co})")
         else:
-            why = c[nodeid].get("message") or b[nodeid].get("message") or ""
+            why = c.get("message") or b.get("message") or ""
             d.changes.append(f"behaviour changed: {nodeid}: {bo} -> {co}" + (f" ({why.splitlines()[0][:160]})" if why else ""))
 
 
@@ -228,12 +236,13 @@ def _behaviour(base: Obj, cand: Obj, d: Diff) -> None:
             d.changes.append(f"behaviour changed: {key[0]} {key[1]}: {b[key][:200]} -> {c[key][:200]}")
 
 
-def _runs(s: Obj) -> dict[tuple[str, str], Obj]:
+def contention_runs(s: Obj) -> dict[tuple[str, str], Obj]:
+    """A run's contention results by (scenario, design), the key both ``diff`` and ``compare`` match them on."""
     return {(r["scenario"], r["design"]): r for r in (s.get("contention") or {}).get("results", [])}
 
 
 def _contention(base: Obj, cand: Obj, d: Diff) -> None:
-    b, c = _runs(base), _runs(cand)
+    b, c = contention_runs(base), contention_runs(cand)
     if b and not c:
         d.changes.append("contention ran in base but not in candidate")
     for key in sorted(set(b) & set(c)):

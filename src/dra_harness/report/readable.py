@@ -81,7 +81,7 @@ def text(v: Any, key: str = "") -> str:
         return _listed([f"{label(str(k))}{':' if nested else ''} {text(x, str(k))}" for k, x in v.items()],
                        "; " if nested else ", ")
     if isinstance(v, list):
-        return _listed([f"({text(x)})" if isinstance(x, dict) else text(x) for x in v])
+        return _listed([f"({text(x)})" if isinstance(x, (dict, list)) else text(x) for x in v])
     return _scalar(v)
 
 

@@ -46,7 +46,9 @@ def _num(v: Any) -> str:
     return "—" if v is None else str(v)
 
 
-_env.filters.update(when=_when, detail=_detail, num=_num, duration=readable.duration, items=readable.items, anchor=lambda nodeid: "t-" + slug(nodeid),
+_env.filters.update(when=_when, detail=_detail, num=_num, duration=readable.duration, items=readable.items,
+                    anchor=lambda nodeid: "t-" + slug(nodeid),
+                    cell=lambda text: " ".join(str(text).replace("|", "/").split()),
                     tojson_pretty=lambda o: json.dumps(o, indent=2, default=str))
 
 
@@ -94,3 +96,12 @@ def html(summary: Obj, run_dir: Path | None = None) -> str:
 def markdown(summary: Obj) -> str:
     ctx = _context(summary, None, with_plots=False)
     return _env.get_template("signoff.md.j2").render(**ctx)
+
+
+def compare_html(table: Obj) -> str:
+    """Several runs side by side (:mod:`.compare`), one self-contained file."""
+    return _env.get_template("compare.html.j2").render(t=table, outcome_colours=OUTCOME_COLOURS, verdict_colours=VERDICT_COLOURS)
+
+
+def compare_markdown(table: Obj) -> str:
+    return _env.get_template("compare.md.j2").render(t=table)

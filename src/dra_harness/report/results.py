@@ -181,21 +181,25 @@ def human(test_name: str) -> str:
     return f"{text} [{param}" if param else text
 
 
+def figures(records: list[Obj]) -> list[Obj]:
+    """The numbers a test recorded (top-level, not the record time): {key: "<name>" or "<name>#<n>" for the n-th repeat,
+    name, value, timing: whether it is seconds (a key ending in ``_s``, or ``seconds``)}."""
+    out = []
+    seen: dict[str, int] = {}
+    for rec in records:
+        for k, v in rec.items():
+            if k == "t" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            n = seen.get(k, 0)
+            seen[k] = n + 1
+            out.append({"key": k + (f"#{n}" if n else ""), "name": k, "value": v, "timing": k.endswith("_s") or k == "seconds"})
+    return out
+
+
 def measurements(results: list[Obj]) -> list[Obj]:
     """Every timing a test recorded: {key: "<nodeid>::<name>", value, unit}."""
-    out = []
-    for r in results:
-        seen: dict[str, int] = {}
-        for rec in r["evidence"]:
-            for k, v in rec.items():
-                if k == "t" or isinstance(v, bool) or not isinstance(v, (int, float)):
-                    continue
-                if k.endswith("_s") or k == "seconds":
-                    n = seen.get(k, 0)
-                    seen[k] = n + 1
-                    key = f"{r['nodeid']}::{k}" + (f"#{n}" if n else "")
-                    out.append({"key": key, "test": r["nodeid"], "name": k, "value": float(v), "unit": "s"})
-    return out
+    return [{"key": f"{r['nodeid']}::{f['key']}", "test": r["nodeid"], "name": f["name"], "value": float(f["value"]), "unit": "s"}
+            for r in results for f in figures(r["evidence"]) if f["timing"]]
 
 
 def findings(results: list[Obj]) -> list[Obj]:
