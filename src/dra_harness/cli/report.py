@@ -11,11 +11,19 @@ import click
 
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-def report(run_dir: Path) -> None:
+@click.option("--allure", "allure_html", is_flag=True,
+              help="Also generate the Allure HTML report (allure-report/index.html, one file) with the Allure command "
+                   "line, installed on first use, and print its path last.")
+def report(run_dir: Path, allure_html: bool) -> None:
     """Re-render a run directory's summary.json, signoff.md, signoff.html and Allure extras."""
+    from dra_harness.report import allure_html as allure_report
     from dra_harness.report import write_report
 
+    if allure_html:
+        allure_report.require_results(run_dir)  # before re-rendering, which would create an empty allure-results/
     click.echo(str(write_report(run_dir)))
+    if allure_html:
+        click.echo(str(allure_report.generate(run_dir)))
 
 
 @click.command()
