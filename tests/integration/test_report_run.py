@@ -205,6 +205,20 @@ def test_report_re_renders_a_run(real_run):
         assert names.count("dra-harness evidence") <= 1
 
 
+def test_report_allure_generates_a_report_chromium_opens_with_the_runs_test_count(real_run):
+    prereqs.ensure(["chromium"], "rendering the Allure report in a browser")
+    from tests.integration.test_allure_report import _dom, shown_test_cases
+
+    out, _ = real_run
+    proc = _harness("report", str(out), "--allure", timeout=900)
+    index = out / "allure-report" / "index.html"
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines() == [str(out / "signoff.html"), str(index)]
+    results = json.loads((out / "summary.json").read_text())["results"]
+    assert len(results) >= 8 and shown_test_cases(_dom(index)) == len(results)
+    assert "allure-report/index.html" in json.loads((out / ".dra-harness-run").read_text())["files"]
+
+
 def test_no_report_file_holds_a_secret_of_the_kubeconfig(small_cluster, tmp_path):
     """Existing-cluster path with every credential embedded in the kubeconfig, plus a token user."""
     config = yaml.safe_load(small_cluster.kubeconfig.read_text())

@@ -14,12 +14,18 @@ import click
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--pdf", "with_pdf", is_flag=True,
               help="Also print signoff.pdf with headless Chromium (installed as a prerequisite when root).")
-def report(run_dir: Path, with_pdf: bool) -> None:
+@click.option("--allure", "allure_html", is_flag=True,
+              help="Also generate the Allure HTML report (allure-report/index.html, one file) with the Allure command "
+                   "line, installed on first use, and print its path last.")
+def report(run_dir: Path, with_pdf: bool, allure_html: bool) -> None:
     """Re-render a run directory's summary.json, signoff.md, signoff.html and Allure extras (and signoff.pdf)."""
+    from dra_harness.report import allure_html as allure_report
     from dra_harness.report import write_report
     from dra_harness.report.pdf import FILE, PdfError
     from dra_harness.report.summary import write_pdf
 
+    if allure_html:
+        allure_report.require_results(run_dir)  # before re-rendering, which would create an empty allure-results/
     html = write_report(run_dir)
     # A PDF the run printed is reprinted, so it never disagrees with the HTML beside it.
     if with_pdf or (run_dir / FILE).is_file():
@@ -30,6 +36,8 @@ def report(run_dir: Path, with_pdf: bool) -> None:
         if write_pdf(run_dir) is None:
             raise PdfError(f"{run_dir / FILE} not printed: see the warning above")
     click.echo(str(html))
+    if allure_html:
+        click.echo(str(allure_report.generate(run_dir)))
 
 
 @click.command()

@@ -28,7 +28,8 @@ MARKER = ".dra-harness-run"
 #: The files a run writes at the top of its directory, and the folders it fills.
 RUN_FILES = ("run.json", "fingerprint.json", "design.json", "junit.xml", "evidence.jsonl", "summary.json",
              "signoff.md", "signoff.html", "signoff.pdf")
-RUN_DIRS = ("allure-results", "failures", "contention", "upgrade")
+#: ``allure-report`` is written by ``dra-harness report --allure``, not by the run itself.
+RUN_DIRS = ("allure-results", "allure-report", "failures", "contention", "upgrade")
 
 
 def in_layout(rel: str) -> bool:

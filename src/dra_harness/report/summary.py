@@ -225,7 +225,9 @@ def write_report(run_dir: Path) -> Path:
     """
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
-    redact_files(run_dir / rel for rel in rundir.layout_files(run_dir))
+    # allure-report/ is generated from allure-results/ once those are redacted (its data is base64 in minified
+    # JavaScript, which a credential pattern could only corrupt); every other file of the layout is redacted here.
+    redact_files(run_dir / rel for rel in rundir.layout_files(run_dir) if not rel.startswith("allure-report/"))
     summary = build_summary(run_dir)
     write_json(run_dir / "summary.json", summary)
     atomic_write(run_dir / "signoff.md", render.markdown(summary))
