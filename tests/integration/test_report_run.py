@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -190,6 +191,30 @@ def test_signoff_pdf_gives_each_concern_its_own_pages_and_no_page_is_blank(real_
 
     ink = [i for _, i in _pages(print_pdf(html, tmp_path / "blank.pdf"), tmp_path / "control")]
     assert [i + 1 for i, x in enumerate(ink) if x < BLANK] == [2], ink
+
+
+def test_a_compare_of_two_real_runs_shows_their_provenance_first_and_no_raw_json(real_run, tmp_path):
+    """Acceptance of ``compare``: two real runs (2 nodes x 4 devices, and 1 node x 2 devices with the inventory suite),
+    side by side in a browser: the provenance row first, naming each run's nodes, and evidence as text."""
+    from tests.unit.test_report_compare import _evidence_cells
+
+    prereqs.ensure(["chromium"], "rendering compare.html in a browser")
+    first, _ = real_run
+    second = tmp_path / "second"
+    proc = _harness("run", "--report-dir", str(second), "--nodes", "1", "--gpus-per-node", "2", "-k", "inventory")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _harness("compare", str(first), str(second), "--label", "two-nodes", "--label", "one-node",
+                    "--out", str(tmp_path / "cmp"), timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == str(tmp_path / "cmp" / "compare.html"), proc.stderr
+    pixels, dom = _screenshot(tmp_path / "cmp" / "compare.html", tmp_path / "compare.png")
+    assert len({tuple(p) for p in pixels[::20, ::20].reshape(-1, 3)}) > 5, "blank screenshot"
+    row = re.search(r'<tr class="provenance[^"]*"><th>(.*?)</tr>', dom, re.S)
+    assert row, "no provenance row"
+    assert "on 2 simulated (KWOK) nodes" in row.group(1) and "on 1 simulated (KWOK) node;" in row.group(1), row.group(1)
+    assert dom.index('class="provenance') < dom.index("Kubernetes</th>")
+    cells = _evidence_cells(dom)
+    assert cells and not any(c in cell for cell in cells for c in "{}"), cells
+    assert (tmp_path / "cmp" / "compare.md").read_text().count("| ") > 10
 
 
 def test_report_re_renders_a_run(real_run):
