@@ -60,8 +60,10 @@ OPTIONS: tuple[Option, ...] = (
            on_run=False),
     Option("--nodes", "simulated GPU nodes of the embedded cluster (kind: workers)", default=4, type=int, range=(1, 64)),
     Option("--gpus-per-node", "devices per node", default=8, type=int, range=(1, 64)),
-    Option("--real-nodes", "nodes with a real kubelet and containerd in the embedded cluster (root)",
-           default=0, type=int, range=(0, 4)),
+    # No default: `run` gives the embedded cluster one real node where this host can run it (root, prerequisites)
+    # and says in one line why not otherwise; a pytest session given none has none.
+    Option("--real-nodes", "nodes with a real kubelet and containerd in the embedded cluster (root; run: 1 where this "
+           "host can, else 0 with the reason)", type=int, range=(0, 4)),
     Option("--expected-hardware", "YAML file of the hardware the cluster should publish (default: what the provider started)"),
     Option("--run-id", "label value marking every object of this run", on_run=False),
     Option("--report-dir", "directory for evidence.jsonl and the reports (default: reports/out/<run-id>)", path="dir"),

@@ -39,7 +39,7 @@ def _harness(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def real_run(binaries, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     out = tmp_path_factory.mktemp("report") / "run"
-    proc = _harness("run", "--report-dir", str(out), "--nodes", "2", "--gpus-per-node", "4",
+    proc = _harness("run", "--report-dir", str(out), "--nodes", "2", "--gpus-per-node", "4", "--real-nodes", "0",
                     "--design-file", str(ROOT / "fixtures/designs/example.yaml"), *QUICK)
     return out, proc
 
@@ -194,23 +194,33 @@ def test_signoff_pdf_gives_each_concern_its_own_pages_and_no_page_is_blank(real_
 
 
 def test_a_compare_of_two_real_runs_shows_their_provenance_first_and_no_raw_json(real_run, tmp_path):
-    """Acceptance of ``compare``: two real runs (2 nodes x 4 devices, and 1 node x 2 devices with the inventory suite),
-    side by side in a browser: the provenance row first, naming each run's nodes, and evidence as text."""
+    """Acceptance of ``compare`` and of the main job's default: the second run names no ``--real-nodes``, so it gets a
+    real node where this host can run one (else says why in one line) and checks containers there; both runs side
+    by side in a browser show the provenance row first, naming each run's nodes, and evidence as text."""
+    from dra_harness.providers.embedded.realnode import unavailable_reason
     from tests.unit.test_report_compare import _evidence_cells
 
     prereqs.ensure(["chromium"], "rendering compare.html in a browser")
     first, _ = real_run
     second = tmp_path / "second"
-    proc = _harness("run", "--report-dir", str(second), "--nodes", "1", "--gpus-per-node", "2", "-k", "inventory")
+    proc = _harness("run", "--report-dir", str(second), "--nodes", "1", "--gpus-per-node", "2",
+                    "-k", "inventory or containers_see_exactly")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    proc = _harness("compare", str(first), str(second), "--label", "two-nodes", "--label", "one-node",
+    why_not = unavailable_reason()
+    real = json.loads((second / "fingerprint.json").read_text())["nodes"]["counts"].get("real", 0)
+    assert real == (0 if why_not else 1), (why_not, real)
+    if why_not:
+        assert f"no real nodes: {why_not}" in proc.stderr
+    proc = _harness("compare", str(first), str(second), "--label", "simulated", "--label", "default",
                     "--out", str(tmp_path / "cmp"), timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == str(tmp_path / "cmp" / "compare.html"), proc.stderr
     pixels, dom = _screenshot(tmp_path / "cmp" / "compare.html", tmp_path / "compare.png")
     assert len({tuple(p) for p in pixels[::20, ::20].reshape(-1, 3)}) > 5, "blank screenshot"
     row = re.search(r'<tr class="provenance[^"]*"><th>(.*?)</tr>', dom, re.S)
     assert row, "no provenance row"
-    assert "on 2 simulated (KWOK) nodes" in row.group(1) and "on 1 simulated (KWOK) node;" in row.group(1), row.group(1)
+    assert "on 2 simulated (KWOK) nodes; no container ran" in row.group(1), row.group(1)
+    if not why_not:
+        assert "on 1 real kubelet node, 1 simulated (KWOK) node; container checks on 1 real node (3 checks)" in row.group(1)
     assert dom.index('class="provenance') < dom.index("Kubernetes</th>")
     cells = _evidence_cells(dom)
     assert cells and not any(c in cell for cell in cells for c in "{}"), cells
@@ -285,7 +295,7 @@ def _leaks(files: list[Path], secrets: list[str]) -> list[str]:
 def test_an_interrupted_run_leaves_a_report_marked_incomplete(binaries, tmp_path):
     out = tmp_path / "run"
     log = tmp_path / "stdout"
-    proc = subprocess.Popen([sys.executable, "-m", "dra_harness.cli", "run", "--report-dir", str(out), "--nodes", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "dra_harness.cli", "run", "--report-dir", str(out), "--real-nodes", "0", "--nodes", "1",
                              "--gpus-per-node", "2"], cwd=ROOT, stdout=log.open("w"), stderr=(tmp_path / "stderr").open("w"))
     try:
         deadline = time.monotonic() + 180

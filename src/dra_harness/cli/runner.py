@@ -33,6 +33,7 @@ from dra_harness.kube.client import KubeconfigError
 from dra_harness import providers
 from dra_harness.options import to_pytest_args
 from dra_harness.providers.base import Provider
+from dra_harness.providers.embedded.realnode import choose_real_nodes
 from dra_harness.report import fingerprint
 from dra_harness.report.design import load_design
 from dra_harness.report.files import write_json
@@ -92,11 +93,14 @@ def run_suites(options: RunOptions, console: Console) -> int:
     root = builder.checkout_root() or Path(str(resources.files("dra_harness")))
     values = {k: str(Path(v).resolve()) if k in _PATHS and v else v for k, v in options.values.items()}
     run_id = new_run_id()
-    provider = providers.create(values, run_id)
     # Bad input is one line before anything is built, started or written (pytest checks the same again).
     design = load_design(options.design_file) if options.design_file else None
     if values.get("report_dir"):
         rundir.check(Path(values["report_dir"]))  # a directory we may not write into, first: it is the user's
+    if (values.get("cluster") or "local") == "local" and values.get("real_nodes") is None and not values.get("cluster_name"):
+        # The fullest evidence this machine allows: containers checked on a real node unless it cannot run one.
+        values["real_nodes"] = choose_real_nodes(None, lambda line: console.print(line, highlight=False))
+    provider = providers.create(values, run_id)
     inputs.check(provider, values.get("report_dir"))
     report_dir = Path(values.get("report_dir") or rundir.default_root() / run_id).resolve()
     # Refuses a directory it may not write into (one line), before any build or cluster work.

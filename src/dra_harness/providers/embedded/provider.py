@@ -85,7 +85,7 @@ class EmbeddedProvider(Provider):
         opt = self.options
         return ClusterSpec(name=self.cluster.name, nodes=opt.get("nodes", 4), gpus_per_node=opt.get("gpus_per_node", 8),
                            k8s_version=opt.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
-                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes", 0))
+                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes") or 0)
 
     def prepare(self, console: Console) -> None:
         spec = self._spec(os.getpid())
