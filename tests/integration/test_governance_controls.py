@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from dra_harness import data, yamlfile
-from dra_harness.checks import driver_rbac
+from dra_harness.checks import admin_access, driver_rbac
 from dra_harness.checks.class_limits import ClassLimits
 from dra_harness.errors import InputError
 from dra_harness.kube import rest
@@ -81,3 +81,22 @@ def test_a_namespace_the_class_limit_policy_does_not_select_lets_another_class_i
     finally:
         limits.remove()
         kube.delete(rest.NAMESPACES, ns)
+
+
+def test_a_namespace_labelled_for_admin_access_beforehand_makes_the_admin_access_check_fail(small_cluster):
+    """Negative control of the adminAccess check: in a namespace someone already labelled, a claim for every
+    device is accepted before the probe labels it, and the check says so. Control of the control: an unlabelled
+    namespace passes."""
+    kube = small_cluster.kube()
+    results = {}
+    for name, labels in (("pre-labelled", {admin_access.LABEL: "true"}), ("plain", {})):
+        ns = f"admin-{name}-{uuid.uuid4().hex[:6]}"
+        kube.create(rest.NAMESPACES, {"metadata": {"name": ns, "labels": {"dra-harness.io/run": "controls", **labels}}})
+        try:
+            results[name] = admin_access.probe(kube, ns, "gpu.example.com", "controls")
+            assert kube.list(rest.RESOURCE_CLAIMS, ns) == []  # dry runs: nothing was created
+        finally:
+            kube.delete(rest.NAMESPACES, ns)
+    assert results["pre-labelled"].problems() == [
+        f"an adminAccess claim was accepted before the probe labelled the namespace {admin_access.LABEL}=true"], results
+    assert results["plain"].problems() == [], results

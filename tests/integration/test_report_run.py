@@ -68,6 +68,10 @@ def test_the_fingerprint_reads_gates_from_every_component_and_the_inventory_from
     assert inv["nodes"]["gpu-node-0"] == {"devices": 4, "models": {"LATEST-GPU-MODEL": 4}, "memory": {"80Gi": 4},
                                           "driver_versions": ["1.0.0"]}
     assert fp["drivers"][0]["build"] == "dra-example-kubeletplugin v0.4.0" and "--design-file" in fp["command"]
+    # Read again when the session finished, before teardown: the DynamicResources plugin's timings over the run.
+    timings = fp["scheduler_dra"]
+    assert timings["over"] == "the whole run" and {"PreFilter", "Filter"} <= set(timings["mean_s"]), timings
+    assert all(0 <= v < 5 for v in timings["mean_s"].values()), timings
 
 
 def test_junit_xml_parses_with_a_junit_parser_and_matches_the_summary(real_run):

@@ -194,3 +194,34 @@ def test_a_check_established_in_base_and_not_in_candidate_is_a_regression(tmp_pa
     d = _diff(tmp_path, base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("observed")})
     assert d.failed and any("passed -> not established" in r for r in d.regressions)
     assert not _diff(tmp_path / "same", base_kw={"tests": inventory_from("file")}, cand_kw={"tests": inventory_from("file")}).failed
+
+
+def _sched(points: dict[str, tuple[float, int]]) -> str:
+    """kube-scheduler's DynamicResources execution-duration histogram: point -> (sum seconds, count)."""
+    lines = ["# TYPE scheduler_plugin_execution_duration_seconds histogram"]
+    for point, (total, count) in points.items():
+        labels = f'extension_point="{point}",plugin="DynamicResources",status="Success"'
+        lines += [f'scheduler_plugin_execution_duration_seconds_bucket{{{labels},le="+Inf"}} {count}',
+                  f"scheduler_plugin_execution_duration_seconds_sum{{{labels}}} {total}",
+                  f"scheduler_plugin_execution_duration_seconds_count{{{labels}}} {count}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_scheduler_dra_timings_of_the_whole_run_are_the_mean_between_its_start_and_end():
+    from dra_harness.report.fingerprint import scheduler_dra_timer
+
+    texts = iter([_sched({"Filter": (0.5, 100)}), _sched({"Filter": (0.9, 150), "PreBind": (2.2, 40)})])
+    finish = scheduler_dra_timer({"kube-scheduler": lambda: next(texts)})
+    assert finish is not None and finish() == {"over": "the whole run", "mean_s": {"Filter": 0.008, "PreBind": 0.055}}
+    # A scheduler whose metrics cannot be read gives no timer rather than a guess.
+    assert scheduler_dra_timer({"kube-scheduler": lambda: (_ for _ in ()).throw(OSError("403"))}) is None
+
+
+def test_a_scheduler_dra_timing_that_moved_beyond_the_slowdown_is_listed_not_gated(tmp_path):
+    base = build_summary(make_run(tmp_path / "base"))
+    cand = build_summary(make_run(tmp_path / "cand"))
+    base["fingerprint"]["scheduler_dra"] = {"over": "the whole run", "mean_s": {"Filter": 0.0064, "PreBind": 0.055}}
+    cand["fingerprint"]["scheduler_dra"] = {"over": "the whole run", "mean_s": {"Filter": 0.0131, "PreBind": 0.058}}
+    d = compare(base, cand, Thresholds())
+    assert d.changes == ["scheduler DRA plugin Filter, mean per call over the run: 6.4 ms -> 13 ms (+105%)"]
+    assert not d.failed

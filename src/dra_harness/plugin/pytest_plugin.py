@@ -31,6 +31,7 @@ from dra_harness import lifetime
 from dra_harness.report import allocations, failure_evidence, results
 from dra_harness.plugin import inputs
 from dra_harness.plugin import run_watchdog
+from dra_harness.plugin.scheduler_timings import SchedulerTimings
 from dra_harness import providers
 from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle, sweep_run
@@ -93,6 +94,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "simulated_devices: runs only where the contention nodes are simulated")
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
+        fp = Path(config.getoption("--report-dir")) / "fingerprint.json"
+        if fp.is_file():  # written by `dra-harness run`, with the cluster already up
+            config.pluginmanager.register(SchedulerTimings(config.stash[PROVIDER], fp), "dra-harness-scheduler-timings")
     if workerinput is None:
         _check_inputs(config)
         _start_watchdog(config, run_id)

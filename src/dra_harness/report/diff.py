@@ -23,6 +23,7 @@ from pathlib import Path
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
 from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
+from dra_harness.report.readable import duration
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: 
     """The diff; ``accept_missing`` turns checks that no longer ran (and a lower count) from regressions into changes."""
     d = Diff(base=f"{base.get('run_id')} ({k8s_version(base)})", candidate=f"{cand.get('run_id')} ({k8s_version(cand)})")
     _fingerprint(base, cand, d)
+    _scheduler_dra(base, cand, t, d)
     if not cand.get("complete"):
         d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
     _outcomes(base, cand, d, accept_missing)
@@ -136,6 +138,21 @@ def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: 
     _contention(base, cand, d)
     _measurements(base, cand, t, d)
     return d
+
+
+def _dra_means(s: Obj) -> dict[str, float]:
+    timings = (s.get("fingerprint") or {}).get("scheduler_dra") or {}
+    return {p: float(v) for p, v in (timings.get("mean_s") or {}).items() if isinstance(v, (int, float))}
+
+
+def _scheduler_dra(base: Obj, cand: Obj, t: Thresholds, d: Diff) -> None:
+    """The DynamicResources plugin's mean time per call over each whole run, per extension point: a change beyond
+    --max-slowdown either way is listed. Not a gate: milliseconds per call move with the machine's load."""
+    b, c = _dra_means(base), _dra_means(cand)
+    for point in sorted(set(b) & set(c)):
+        if b[point] > 0 and abs(c[point] - b[point]) / b[point] > t.max_slowdown:
+            d.changes.append(f"scheduler DRA plugin {point}, mean per call over the run: {duration(b[point])} -> "
+                             f"{duration(c[point])} ({(c[point] - b[point]) / b[point]:+.0%})")
 
 
 def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dra_harness import __version__
+from dra_harness.checks.metrics import plugin_means
 from dra_harness.kube.types import Obj, SliceDevice
 from dra_harness.providers.hardware import attribute_value, devices_by_node
 from dra_harness.kube import rest
@@ -137,6 +138,27 @@ def inventory(slices: list[Obj]) -> Obj:
             or any(d.get("consumesCounters") for s in ours for d in s["spec"].get("devices") or []),
         }
     return out
+
+
+def scheduler_dra_timer(metrics: dict[str, MetricsSource]) -> Callable[[], Obj] | None:
+    """Read kube-scheduler's metrics now; the function returned reads them again at the end of the run and gives
+    the DynamicResources plugin's mean time per call at each extension point over the whole run (what the
+    fingerprint records, and ``diff`` compares). None when the scheduler's metrics cannot be read."""
+    read = metrics.get("kube-scheduler")
+    if read is None:
+        return None
+    try:
+        before = read()
+    except Exception:  # noqa: BLE001 - forbidden or unreachable: the fingerprint says why without it
+        return None
+
+    def finish() -> Obj:
+        try:
+            means = plugin_means(before, read())
+        except Exception as e:  # noqa: BLE001 - a cluster already going down: say so
+            return {"error": redact(str(e).splitlines()[0] if str(e) else e.__class__.__name__)[:200]}
+        return {"over": "the whole run", "mean_s": {p: round(v, 6) for p, v in sorted(means.items())}}
+    return finish
 
 
 def redacted_command(argv: list[str]) -> list[str]:

@@ -16,11 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from dra_harness.checks import driver_rbac
+from dra_harness.checks import admin_access, driver_rbac
 from dra_harness.checks.class_limits import ClassLimits
 from dra_harness.kube import builders, rest
-
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 @pytest.fixture
@@ -70,18 +68,13 @@ def test_a_namespace_limited_to_one_device_class_is_refused_any_other(cluster, n
 
 
 def test_an_admin_access_claim_is_refused_without_the_namespaces_admin_access_label(cluster, namespace, evidence):
-    kube = cluster.kube
-    body = builders.claim("admin", cluster.run_id, [builders.exactly("gpu", cluster.profile.device_class, admin_access=True)])
-    without = refusal(kube, rest.RESOURCE_CLAIMS, body, namespace)
     try:
-        kube.patch(rest.NAMESPACES, namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}})
+        result = admin_access.probe(cluster.kube, namespace, cluster.profile.device_class, cluster.run_id)
     except rest.ApiError as e:
-        pytest.skip(f"labelling the namespace {ADMIN_ACCESS_LABEL}=true needs rights this identity lacks: {e.message[:200]}")
-    with_label = refusal(kube, rest.RESOURCE_CLAIMS, body, namespace)
-    evidence.record(without_label=without or "created", with_label=with_label or "created")
-    assert without is not None, f"an adminAccess claim was created in a namespace without {ADMIN_ACCESS_LABEL}=true"
-    assert ADMIN_ACCESS_LABEL in without, without
-    assert with_label is None, f"refused even with {ADMIN_ACCESS_LABEL}=true: {with_label}"
+        pytest.skip(f"labelling the namespace {admin_access.LABEL}=true needs rights this identity lacks: {e.message[:200]}")
+    evidence.record(without_label=result.without_label or "accepted", with_label=result.with_label or "accepted")
+    problems = result.problems()
+    assert not problems, "; ".join(problems)
 
 
 def test_the_drivers_service_account_may_do_no_more_than_publish_its_nodes_slices_and_read_claims(cluster, evidence):

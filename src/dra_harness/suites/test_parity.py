@@ -16,6 +16,7 @@ import hashlib
 
 import pytest
 
+from dra_harness.checks import admin_access
 from dra_harness.checks.incontainer import PRINT_ENV, devices_seen, mismatch, probe_pod, read_env
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.kube import builders, rest
@@ -25,8 +26,6 @@ from dra_harness.labels import RUN_LABEL
 #: PodGroup versions, newest first: v1alpha2 (1.36, upstream's manifest), v1alpha3 and v1beta1 (1.37).
 PODGROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 UPSTREAM_PODGROUP_VERSION = "v1alpha2"
-#: A namespace may hold admin-access claims only with this label (DRAAdminAccess).
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 def _pod_groups(cluster) -> rest.Resource:
@@ -140,11 +139,11 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
     """Upstream: "should have DRA_ADMIN_ACCESS set to true"; and the admin claim does not need the device free."""
     node = _container_node(cluster)
     try:
-        cluster.kube.patch(rest.NAMESPACES, namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}})
+        cluster.kube.patch(rest.NAMESPACES, namespace, {"metadata": {"labels": {admin_access.LABEL: "true"}}})
     except rest.ApiError as e:
         if e.status != 403:
             raise
-        pytest.skip(f"admin access needs the namespace labelled {ADMIN_ACCESS_LABEL}=true, which this identity may not do: {e.message}")
+        pytest.skip(f"admin access needs the namespace labelled {admin_access.LABEL}=true, which this identity may not do: {e.message}")
     only = [f"{cluster.profile.cel_attribute('index')} == 0"]
     cluster.claim(namespace, "user", cluster.request(selectors=only))
     cluster.kube.create(rest.PODS, probe_pod("user", cluster.run_id, cluster.probe_image, node, {"gpu": {"claim": "user"}}), namespace)
