@@ -51,7 +51,7 @@ def test_the_report_shows_an_observed_inventory_check_as_not_established_never_p
     assert [f["severity"] for f in summary["findings"]] == [NOT_ESTABLISHED]
     html = write_report(run).read_text()
     md = (run / "signoff.md").read_text()
-    assert f"| inventory | test_device_counts_match_the_expected_hardware | {NOT_ESTABLISHED} |" in md
+    assert f"| Inventory | test_device_counts_match_the_expected_hardware | {NOT_ESTABLISHED} |" in md
     assert "| Inventory | passed |" not in md and f"| Inventory | {NOT_ESTABLISHED} |" in md
     assert html.count(f">{NOT_ESTABLISHED}</span>") == 3  # the overview card, the concern heading, its check
 

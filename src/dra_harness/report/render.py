@@ -82,6 +82,7 @@ def _context(summary: Obj, run_dir: Path | None, with_plots: bool = True) -> Obj
         "durations_uri": plots.data_uri(durations) if durations else None,
         "contradictions": sum(p["status"] == "contradicted" for p in comparison),
         "by_concern": {c["id"]: [r for r in summary["results"] if r["concern"] == c["id"]] for c in summary["concerns"]},
+        "titles": {c["id"]: c["title"] for c in summary["concerns"]},
         "health_rows": operations.health_rows(summary["results"], (summary.get("allocations") or {}).get("rows") or []),
         "metric_rows": operations.metrics_rows(summary["results"]),
         "governance_rows": operations.governance_rows(summary["results"]),
