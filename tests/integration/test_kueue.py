@@ -142,3 +142,32 @@ def test_a_crd_a_killed_kueue_left_behind_is_replaced_at_the_next_start(small_cl
         assert len(installed["spec"]["versions"]) > 1, "the release's CRD (several versions), not the one left behind"
     finally:
         kueue.stop(small_cluster, kube, running)
+
+
+def test_the_run_sweep_removes_the_queue_designs_kueue_objects_from_a_cluster_that_outlives_the_run(small_cluster):
+    """A run killed on a kept cluster (``--cluster-name``) leaves its ResourceFlavor, ClusterQueue and
+    WorkloadPriorityClasses behind; the sweep the run's watchdog performs removes exactly those of that run."""
+    from dra_harness.labels import RUN_LABEL
+    from dra_harness.providers.handle import sweep_run
+
+    kube = small_cluster.kube()
+    run_id, other = f"kq-{uuid.uuid4().hex[:6]}", f"kq-{uuid.uuid4().hex[:6]}"
+    running = kueue.start(small_cluster, kube, {GPU: [CLASS]})
+    try:
+        for run in (run_id, other):
+            labels = {RUN_LABEL: run}
+            kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor",
+                                                 "metadata": {"name": f"f-{run}", "labels": labels}})
+            kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue",
+                                               "metadata": {"name": f"cq-{run}", "labels": labels}, "spec": {
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                    {"name": f"f-{run}", "resources": [{"name": GPU, "nominalQuota": 2}]}]}]}})
+            kube.create(kueue.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue.API, "kind": "WorkloadPriorityClass",
+                                                         "metadata": {"name": f"p-{run}", "labels": labels}, "value": 10})
+        assert sweep_run(kube, run_id, timeout=60) == []
+        for res, name in ((kueue.RESOURCE_FLAVORS, "f"), (kueue.CLUSTER_QUEUES, "cq"), (kueue.WORKLOAD_PRIORITY_CLASSES, "p")):
+            names = {o["metadata"]["name"] for o in kube.list(res, label_selector=RUN_LABEL)}
+            assert f"{name}-{run_id}" not in names and f"{name}-{other}" in names, (res.kind, names)  # the other run's stay
+        assert sweep_run(kube, other, timeout=60) == []
+    finally:
+        kueue.stop(small_cluster, kube, running)

@@ -44,10 +44,18 @@ _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLAS
                    rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS)
 
 
+#: Kueue's cluster-scoped kinds the queue design creates (its LocalQueue goes with the run's namespace), in the
+#: order the sweep deletes them: a ResourceFlavor in use is kept by its finalizer until its ClusterQueue is gone.
+_KUEUE = (("clusterqueues", "ClusterQueue"), ("workloadpriorityclasses", "WorkloadPriorityClass"),
+          ("resourceflavors", "ResourceFlavor"))
+
+
 def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
-    """Every cluster-scoped kind a run may create on this cluster (DeviceTaintRule last, where served)."""
+    """Every cluster-scoped kind a run may create on this cluster (Kueue's where its API is served, DeviceTaintRule
+    last where served)."""
     taints = rest.device_taint_rules(kube)
-    return [*_CLUSTER_SCOPED, *([taints] if taints else [])]
+    queue = [r for plural, kind in reversed(_KUEUE) if (r := rest.served(kube, "kueue.x-k8s.io", plural, kind, ("v1beta2",)))]
+    return [*_CLUSTER_SCOPED, *queue, *([taints] if taints else [])]
 
 
 @dataclass
@@ -302,6 +310,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     session may end while other workers' tests still run). Returns what is still there
     after ``timeout`` (normally nothing).
     """
+    deadline = time.monotonic() + timeout
     selector = run_selector(run_id, include_kept=False)
     # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
     kinds = [(res, None) for res in cluster_scoped_kinds(kube)[::-1]] + [(LEASES, lease_namespace)]
@@ -317,10 +326,20 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
                     f"namespaces of run {run_id} to be deleted", label_selector=selector)
     except WaitError:
         pass
-    left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-    for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
-        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
-    return left
+
+    def remaining() -> list[str]:
+        left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
+        for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
+            left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
+        if left:
+            raise NotYet(", ".join(left))
+        return left
+
+    # Objects with finalizers (a ClusterQueue until Kueue lets it go) outlive their delete by a moment.
+    try:
+        return until(deadline, 0.5, log, f"objects of run {run_id} to be deleted")(remaining)
+    except NotYet as e:
+        return str(e).split(", ")
 
 
 def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
