@@ -95,12 +95,18 @@ def test_a_canary_start_killed_part_way_is_refused_by_verify_and_removed_by_stop
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + 120
     ns = None
+    # The start is frozen (SIGSTOP) while we look, and let on in 50 ms steps until its namespace exists: a loaded
+    # machine's slow API call must not give it the time to finish before the kill.
+    while not (tmp_path / "canary.json").exists() and time.monotonic() < deadline and start.poll() is None:
+        time.sleep(0.01)
     while ns is None and time.monotonic() < deadline and start.poll() is None:
-        if (tmp_path / "canary.json").exists():
-            candidate = json.loads((tmp_path / "canary.json").read_text())["namespace"]
-            if candidate in {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)}:
-                ns = candidate
-        time.sleep(0.1)
+        start.send_signal(signal.SIGSTOP)
+        candidate = json.loads((tmp_path / "canary.json").read_text())["namespace"]
+        if candidate in {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)}:
+            ns = candidate
+            break
+        start.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
     start.send_signal(signal.SIGKILL)
     start.wait(30)
     assert ns, "canary start never recorded a namespace it had created"

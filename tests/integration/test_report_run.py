@@ -69,8 +69,9 @@ def test_the_fingerprint_reads_gates_from_every_component_and_the_inventory_from
                                           "driver_versions": ["1.0.0"]}
     assert fp["drivers"][0]["build"] == "dra-example-kubeletplugin v0.4.0" and "--design-file" in fp["command"]
     # Read again when the session finished, before teardown: the DynamicResources plugin's timings over the run.
+    # Which points have a figure depends on the scheduler's sampling (10 % of cycles): a few pods may give none.
     timings = fp["scheduler_dra"]
-    assert timings["over"] == "the whole run" and {"PreFilter", "Filter"} <= set(timings["mean_s"]), timings
+    assert timings["over"] == "the whole run" and isinstance(timings["mean_s"], dict), timings
     assert all(0 <= v < 5 for v in timings["mean_s"].values()), timings
 
 
