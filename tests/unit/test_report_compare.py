@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from dra_harness.cli.app import main
-from dra_harness.report import compare, write_report
+from dra_harness.report import compare, readable, write_report
 from dra_harness.report.summary import build_summary
 from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
@@ -166,7 +166,7 @@ def test_contention_waits_read_in_scenario_minutes_and_hours_and_a_new_miss_is_h
 @pytest.mark.parametrize("seconds, text", [(0.0064, "6.4 ms"), (0.111, "111 ms"), (4.478, "4.48 s"), (90, "90 s"),
                                            (720, "12 min"), (5400, "90 min"), (8100, "2.25 h"), (0, "0 s")])
 def test_a_duration_reads_in_the_unit_of_its_magnitude(seconds, text):
-    assert compare.duration(seconds) == text
+    assert readable.duration(seconds) == text
 
 
 def test_a_row_reads_in_one_unit(tmp_path):

@@ -223,5 +223,5 @@ def test_a_scheduler_dra_timing_that_moved_beyond_the_slowdown_is_listed_not_gat
     base["fingerprint"]["scheduler_dra"] = {"over": "the whole run", "mean_s": {"Filter": 0.0064, "PreBind": 0.055}}
     cand["fingerprint"]["scheduler_dra"] = {"over": "the whole run", "mean_s": {"Filter": 0.0131, "PreBind": 0.058}}
     d = compare(base, cand, Thresholds())
-    assert d.changes == ["scheduler DRA plugin Filter, mean per call over the run: 6.4 ms -> 13 ms (+105%)"]
+    assert d.changes == ["scheduler DRA plugin Filter, mean per call over the run: 6.4 ms -> 13.1 ms (+105%)"]
     assert not d.failed

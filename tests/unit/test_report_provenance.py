@@ -83,7 +83,7 @@ def test_vendor_devices_are_named_with_their_driver_and_a_node_missing_from_the_
 
 def test_times_read_in_the_unit_their_size_calls_for():
     assert [readable.duration(s) for s in (0.000123, 0.042, 1.5, 75, 900, 15970.8, None, "n/a")] == [
-        "0.12 ms", "42 ms", "1.5 s", "75 s", "15 min", "4.44 h", "—", "n/a"]
+        "0.123 ms", "42 ms", "1.5 s", "75 s", "15 min", "4.44 h", "—", "n/a"]
 
 
 def test_an_evidence_record_reads_as_labelled_phrases_and_a_list_of_like_objects_as_a_table():

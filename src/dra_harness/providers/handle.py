@@ -54,7 +54,9 @@ def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
     """Every cluster-scoped kind a run may create on this cluster (Kueue's where its API is served, DeviceTaintRule
     last where served)."""
     taints = rest.device_taint_rules(kube)
-    queue = [r for plural, kind in reversed(_KUEUE) if (r := rest.served(kube, "kueue.x-k8s.io", plural, kind, ("v1beta2",)))]
+    # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
+    served = rest.served(kube, "kueue.x-k8s.io", *_KUEUE[0], ("v1beta2",))
+    queue = [rest.Resource(served.group, served.version, plural, kind, False) for plural, kind in reversed(_KUEUE)] if served else []
     return [*_CLUSTER_SCOPED, *queue, *([taints] if taints else [])]
 
 

@@ -55,19 +55,6 @@ def load_runs(paths: list[Path]) -> list[Obj]:
     return out
 
 
-_UNITS = ((1, "ms", 1e-3), (120, "s", 1), (7200, "min", 60), (float("inf"), "h", 3600))
-
-
-def duration(seconds: float, like: float | None = None) -> str:
-    """Seconds in the unit their magnitude (or that of ``like``: a row's largest, so a row reads in one unit)
-    reads best in: 111 ms, 4.48 s, 12 min, 1.5 h."""
-    a = abs(seconds if like is None else like)
-    if seconds == 0:
-        return "0 s"
-    _, unit, scale = next(u for u in _UNITS if a < u[0])
-    return f"{_sig(seconds / scale)} {unit}"
-
-
 def _sig(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
@@ -124,7 +111,7 @@ def _check_row(nodeid: str, rows: list[Obj | None], t: Thresholds) -> Obj:
             "outcome": r["outcome"],
             "message": message.splitlines()[0][:200] if message and r["outcome"] != "passed" else "",
             "figures": [{"label": _label(k), "differs": k in changed,
-                         "text": duration(x["value"], largest[k]) if x["timing"] else _number(x["value"])} for k, x in f.items()],
+                         "text": readable.duration(x["value"], largest[k]) if x["timing"] else _number(x["value"])} for k, x in f.items()],
             "evidence": evidence_lines(r)[:EVIDENCE_LINES],
             "provenance": (r.get("provenance") or {}).get("text"),
         })
@@ -157,7 +144,7 @@ def _contention(summaries: list[Obj], t: Thresholds) -> list[Obj]:
             p95 = [((ts.get(tier) or {}).get("wait_s") or {}).get("p95") for ts in tiers]
             p95s = [float(v) for v in p95 if isinstance(v, (int, float))]
             cells: list[Obj | None] = [
-                None if tier not in ts else {"text": duration(v, max(p95s)) if isinstance(v, (int, float)) else "—",
+                None if tier not in ts else {"text": readable.duration(v, max(p95s)) if isinstance(v, (int, float)) else "—",
                                              "verdict": ts[tier].get("verdict") or "not judged"}
                 for ts, v in zip(tiers, p95, strict=True)]
             verdicts = {c["verdict"] if c else "absent" for c in cells}
@@ -232,8 +219,8 @@ def build(summaries: list[Obj], names: list[str] | None = None, t: Thresholds = 
                  for label, s in zip(labels(summaries, names), summaries, strict=True)],
         "header": header, "concerns": concerns, "contention": _contention(summaries, t),
         "checks": len(rows), "differ": sum(r["differs"] for r in rows),
-        "thresholds": {"timing": f"over {t.max_slowdown:.0%} and over {duration(t.min_delta_s)}",
-                       "wait": f"over {t.max_wait_increase:.0%} and over {duration(t.min_wait_delta_s)}"},
+        "thresholds": {"timing": f"over {t.max_slowdown:.0%} and over {readable.duration(t.min_delta_s)}",
+                       "wait": f"over {t.max_wait_increase:.0%} and over {readable.duration(t.min_wait_delta_s)}"},
     }
 
 

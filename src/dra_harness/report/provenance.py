@@ -63,12 +63,13 @@ def _kinds_phrase(counts: Counter[str] | dict[str, int]) -> str:
     return ", ".join(_plural(counts[k], NODE_WORDS[k]) for k in (REAL, KIND, SIMULATED) if counts.get(k))
 
 
-def _result_nodes(result: Obj, allocs: list[Obj]) -> tuple[dict[str, str], set[str]]:
-    """Node -> kind ('' unknown) for the nodes a check's pods used, and the drivers of the devices they held."""
+def _result_nodes(result: Obj, rows: list[Obj]) -> tuple[dict[str, str], set[str]]:
+    """Node -> kind ('' unknown) for the nodes a check's pods used (``rows``: its allocation rows), and the drivers
+    of the devices they held."""
     found: dict[str, str] = {}
     drivers: set[str] = set()
-    for row in allocs:
-        if row.get("test") == result["nodeid"] and row.get("node"):
+    for row in rows:
+        if row.get("node"):
             found[row["node"]] = row.get("node_kind") or found.get(row["node"], "")
             drivers |= {d["device"].split("/", 1)[0] for c in row.get("claims") or [] for d in c.get("devices") or []}
     for rec in result.get("evidence") or []:
@@ -79,10 +80,12 @@ def _result_nodes(result: Obj, allocs: list[Obj]) -> tuple[dict[str, str], set[s
     return found, drivers
 
 
-def for_result(result: Obj, allocs: list[Obj], by_node: dict[str, str]) -> Obj:
-    """``{"kinds": {kind: n}, "drivers": [...], "text": ...}`` for one check."""
-    found, drivers = _result_nodes(result, allocs)
-    kinds = Counter(kind or by_node.get(node, "") for node, kind in found.items())
+def for_result(result: Obj, rows: list[Obj], by_node: dict[str, str]) -> Obj:
+    """``{"nodes": {node: kind}, "kinds": {kind: n}, "drivers": [...], "text": ...}`` for one check (``rows``: its
+    allocation rows)."""
+    found, drivers = _result_nodes(result, rows)
+    nodes = {node: kind or by_node.get(node, "") for node, kind in found.items()}
+    kinds = Counter(nodes.values())
     unknown = kinds.pop("", 0)
     parts = []
     if kinds or unknown:
@@ -95,7 +98,7 @@ def for_result(result: Obj, allocs: list[Obj], by_node: dict[str, str]) -> Obj:
     sources = sorted({driver_source(d) for d in drivers})
     if sources:
         parts.append("devices from " + " and ".join(_FROM[s] for s in sources))
-    return {"kinds": dict(kinds), "drivers": sorted(drivers), "text": "; ".join(parts)}
+    return {"nodes": nodes, "kinds": dict(kinds), "drivers": sorted(drivers), "text": "; ".join(parts)}
 
 
 def _gpu_nodes(results: Iterable[Obj]) -> list[str]:
@@ -109,8 +112,11 @@ def summarise(fp: Obj, results: list[Obj], allocs: list[Obj]) -> Obj:
     """The run's provenance; adds ``provenance`` to every result row."""
     fp_nodes: Obj = fp["nodes"] if isinstance(fp.get("nodes"), dict) else {}
     by_node: dict[str, str] = fp_nodes.get("by_node") or {}
+    rows_of: dict[str, list[Obj]] = {}
+    for row in allocs:
+        rows_of.setdefault(row.get("test", ""), []).append(row)
     for r in results:
-        r["provenance"] = for_result(r, allocs, by_node)
+        r["provenance"] = for_result(r, rows_of.get(r["nodeid"], []), by_node)
     inventory: Obj = fp["inventory"] if isinstance(fp.get("inventory"), dict) and "error" not in fp["inventory"] else {}
     drivers = []
     for name, inv in sorted(inventory.items()):
@@ -135,10 +141,9 @@ def summarise(fp: Obj, results: list[Obj], allocs: list[Obj]) -> Obj:
             f"{d['devices']} from {d['name']}" + (f" {d['build']}" if d["build"] else "") for d in vendor))
     if not drivers:
         parts.append("devices not recorded (no inventory in the fingerprint)")
-    container_nodes = {n for r in results if r["outcome"] in ("passed", "failed", "error")
-                       for n, k in _result_nodes(r, allocs)[0].items() if (k or by_node.get(n)) in (REAL, KIND)}
-    container_checks = sum(bool(r["provenance"]["kinds"].get(REAL) or r["provenance"]["kinds"].get(KIND)) for r in results
-                           if r["outcome"] in ("passed", "failed", "error"))
+    ran = [r["provenance"] for r in results if r["outcome"] in ("passed", "failed", "error")]
+    container_nodes = {n for p in ran for n, k in p["nodes"].items() if k in (REAL, KIND)}
+    container_checks = sum(bool(p["kinds"].get(REAL) or p["kinds"].get(KIND)) for p in ran)
     skips = [r.get("message") or "" for r in results if r["outcome"] == "skipped"]
     gpu_skips = sum(bool(_NEEDS_GPU.search(m)) for m in skips)
     skipped = sum(bool(_NEEDS_CONTAINERS.search(m)) and not _NEEDS_GPU.search(m) for m in skips)

@@ -20,22 +20,24 @@ MAX_TEXT = 300
 _HIDDEN = {"t"}
 
 
-def duration(seconds: Any) -> str:
-    """0.042 -> ``42 ms``; 75 -> ``75 s``; 900 -> ``15 min``; 15970.8 -> ``4.44 h``; not a number: as it is."""
+#: (below this many seconds, unit, seconds per unit).
+_UNITS = ((1.0, "ms", 1e-3), (120.0, "s", 1.0), (7200.0, "min", 60.0), (float("inf"), "h", 3600.0))
+
+
+def duration(seconds: Any, like: float | None = None) -> str:
+    """0.042 -> ``42 ms``; 75 -> ``75 s``; 900 -> ``15 min``; 15970.8 -> ``4.44 h``; not a number: as it is.
+
+    The unit follows the magnitude of ``like`` when given (a row's largest value, so a row reads in one unit).
+    """
     if seconds is None:
         return "—"
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         return str(seconds)
-    s = float(seconds)
-    if abs(s) < 0.01:
-        return f"{s * 1000:.2g} ms"
-    if abs(s) < 1:
-        return f"{s * 1000:.0f} ms"
-    if abs(s) < 120:
-        return f"{s:.3g} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.3g} min"
-    return f"{s / 3600:.3g} h"
+    if seconds == 0:
+        return "0 s"
+    _, unit, scale = next(u for u in _UNITS if abs(seconds if like is None else like) < u[0])
+    value = seconds / scale
+    return f"{value:.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
 
 
 def _is_time(key: str) -> bool:
