@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.kube import rest
-from dra_harness.kube.waits import WaitTimeout, wait_for_object
+from dra_harness.kube.waits import WaitTimeout, wait_for_object, watch_until
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +65,35 @@ def test_a_wait_survives_a_killed_api_server_and_sees_the_change_made_after_it_r
     assert "error" not in outcome, f"the wait failed across the restart: {outcome.get('error')!r}"
     assert outcome["data"] == {"go": "yes"}
     assert outcome["took"] < 90
+
+
+def test_a_wait_given_the_action_sees_a_change_that_is_over_before_a_plain_wait_would_begin(small_cluster):
+    """A pod a KWOK node evicts is gone within milliseconds, with the condition that says who evicted it.
+
+    ``then`` acts after the wait's first list, so the watch sees every step; the control makes
+    the same change first and waits after, as the eviction tests once did, and sees only the end.
+    """
+    kube = small_cluster.kube()
+
+    def flash() -> None:  # marked, then gone at once, like an evicted pod
+        kube.patch(rest.CONFIG_MAPS, "signal", {"metadata": {"labels": {"evicted": "yes"}}}, "default")
+        kube.delete(rest.CONFIG_MAPS, "signal", "default")
+
+    def follow(then) -> list[str]:
+        marks: list[str] = []
+
+        def gone(items: list[dict]) -> bool:
+            marks.extend(i["metadata"].get("labels", {}).get("evicted", "") for i in items)
+            return not items
+        watch_until(kube, rest.CONFIG_MAPS, gone, 30, "the signal to go", namespace="default",
+                    field_selector="metadata.name=signal", then=then)
+        return [m for m in marks if m]
+
+    _configmap(kube, {"go": "no"})
+    assert follow(flash) == ["yes"], "the wait missed the mark made after its first list"
+    _configmap(kube, {"go": "no"})
+    flash()
+    assert follow(None) == [], "control: a wait begun after the change cannot have seen the mark"
 
 
 def test_a_wait_that_cannot_succeed_ends_at_its_deadline_and_says_the_server_was_away(small_cluster):

@@ -30,8 +30,7 @@ def test_a_fault_on_a_device_the_pod_does_not_hold_evicts_nothing(small_cluster)
         pod = wait_running(kube, ns, "holder", timeout=60)
         held = allocated_devices(pod_claims(kube, pod)["gpu"])[0].device
         other = 1 - int(held.rsplit("-", 1)[1])
-        fleet.taint(other, "NoExecute", HEALTH_KEY, "xid-79")
-        took, cond = wait_evicted(kube, ns, "holder", 10)
+        took, cond = wait_evicted(kube, ns, "holder", 10, cause=lambda: fleet.taint(other, "NoExecute", HEALTH_KEY, "xid-79"))
         assert took is None and cond is None, f"evicted after {took} s ({cond}) for a fault on gpu-{other}, not its {held}"
     finally:
         kube.delete(rest.NAMESPACES, ns)

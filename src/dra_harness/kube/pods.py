@@ -8,6 +8,7 @@ here always quotes both, so a failed test says *why* the pod is still Pending.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dra_harness.kube import rest
@@ -164,9 +165,12 @@ def pod_claims(kube: Kube, pod: Pod | Obj) -> dict[str, Obj]:
     return {name: kube.get(rest.RESOURCE_CLAIMS, claim, ns) for name, claim in claim_names(pod).items()}
 
 
-def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float) -> tuple[float | None, Obj | None]:
+def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float,
+                 cause: Callable[[], object] | None = None) -> tuple[float | None, Obj | None]:
     """Seconds until pod ``name`` is deleted, and the DisruptionTarget condition it carried (who evicted it, why);
-    at the timeout, None and whatever condition was seen."""
+    at the timeout, None and whatever condition was seen. ``cause`` (what evicts it) runs once the watch is in
+    place, and the time counts from it: a pod a KWOK node removes at once would otherwise be gone, with its
+    condition, before the wait saw it."""
     seen: dict[str, Obj] = {}
 
     def gone(pods: list[Obj]) -> bool:
@@ -175,10 +179,16 @@ def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float) -> tuple
                 seen["condition"] = dict(cond)
         return not pods
 
-    started = time.monotonic()
+    started = [time.monotonic()]
+
+    def act() -> None:
+        started[0] = time.monotonic()
+        if cause is not None:
+            cause()
+
     try:
         watch_until(kube, rest.PODS, gone, timeout, f"pod {namespace}/{name} to be evicted",
-                    namespace=namespace, field_selector=f"metadata.name={name}")
+                    namespace=namespace, field_selector=f"metadata.name={name}", then=act)
     except WaitError:
         return None, seen.get("condition")
-    return time.monotonic() - started, seen.get("condition")
+    return time.monotonic() - started[0], seen.get("condition")

@@ -113,8 +113,13 @@ def watch_until(
     field_selector: str | None = None,
     fail: Callable[[list[Obj]], str | None] | None = None,
     why: Callable[[list[Obj]], str] | None = None,
+    then: Callable[[], object] | None = None,
 ) -> list[Obj]:
     """Follow ``res`` until ``done(objects)`` holds; return the objects at that moment.
+
+    ``then``, if given, runs once after the first list: the watch starts from that list's
+    version, so every change the action causes is seen, even one over before the wait
+    would otherwise have begun (a pod evicted and gone within milliseconds).
 
     An API server that restarts mid-wait costs the wait nothing but time: it reconnects
     with backoff and re-lists (events missed while it was away are then seen as state),
@@ -158,6 +163,8 @@ def watch_until(
                 raise timed_out() from e
             time.sleep(pause)
     outage.up()
+    if then is not None:
+        then()
     if check():
         return snap.values()
     must_relist = False

@@ -253,15 +253,21 @@ class ClusterHandle:
         self.kube.delete(rest.NAMESPACES, name)
 
     def wait_until_quiet(self, timeout: float = 120.0) -> None:
-        """Wait until no claim of this run holds a device (claims in kept namespaces aside)."""
+        """Wait until no claim of this run holds a device (claims in kept namespaces aside).
+
+        On a cluster other runs share, claims of *any* run: an exclusive test holds the cluster lock, so no other
+        run's test is running, but the last one's namespace may still be terminating with its devices allocated.
+        """
         kept = {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")}
+        selector = RUN_LABEL if self.provider.outlives_run else run_selector(self.run_id)
 
         def holding(claims: list[dict]) -> list[dict]:
             return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")]
 
         watch_until(self.kube, rest.RESOURCE_CLAIMS, lambda claims: not holding(claims), timeout,
-                    f"claims of earlier tests of run {self.run_id} to release their devices",
-                    label_selector=run_selector(self.run_id),
+                    f"claims of earlier tests to release their devices (run {self.run_id}"
+                    + (", and other runs on this shared cluster)" if self.provider.outlives_run else ")"),
+                    label_selector=selector,
                     why=lambda claims: "still allocated: " + ", ".join(
                         f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
 

@@ -61,8 +61,7 @@ def test_a_noexecute_taint_the_driver_publishes_evicts_the_pod_holding_that_devi
     pods = {name: run_on(cluster, fleet, namespace, name) for name in ("victim", "bystander")}
     held = {n: allocated_devices(pod_claims(kube, p)["gpu"])[0].device for n, p in pods.items()}
     gpu = int(held["victim"].rsplit("-", 1)[1])
-    taint(fleet, gpu, "NoExecute")
-    took, cond = wait_evicted(kube, namespace, "victim", 60)
+    took, cond = wait_evicted(kube, namespace, "victim", 60, cause=lambda: taint(fleet, gpu, "NoExecute"))
     evidence.record(node=fleet.node, tainted=held["victim"], evicted_after_s=round(took, 3) if took else None, condition=cond)
     assert took is not None, f"the pod holding {held['victim']} still runs 60 s after the driver reported it unhealthy"
     assert (cond or {}).get("reason") == "DeletionByDeviceTaintManager", cond
