@@ -45,6 +45,7 @@ DIFFERS = {
         "test_nics_of_the_net_profile_share_their_bandwidth_as_consumable_capacity",
         "test_the_driver_writes_device_status_data_into_the_claim_at_prepare",
         "test_a_device_with_binding_conditions_binds_its_pod_only_once_they_are_met",
+        "test_a_numa_node_of_the_cpu_profile_is_shared_by_two_requests_and_its_cpus_are_charged_to_the_node",
     ], "skipped: the driver is a DaemonSet the harness does not configure"),
     "test_pods_asking_for_an_extended_resource_get_one_gpu_each_through_a_generated_claim":
         "skipped: it needs a DeviceClass of its own, which the ServiceAccount's roles do not grant",

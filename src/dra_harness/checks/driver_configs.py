@@ -7,6 +7,10 @@ that ignored its flags (or was never restarted) is caught here, not later as an 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from kubernetes.utils import parse_quantity
+
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
@@ -16,7 +20,7 @@ from dra_harness.providers.driver_configs import DriverConfig
 
 def published_as(config: DriverConfig, device: Obj) -> bool:
     """The device carries what ``config`` adds (and nothing another configuration adds)."""
-    if "--gpu-allow-multiple-allocations" in config.flags or config.profile == "net":
+    if "--gpu-allow-multiple-allocations" in config.flags or config.profile in ("net", "cpu"):
         return device.get("allowMultipleAllocations") is True
     if "--binding-conditions" in config.flags:
         return bool(device.get("bindingConditions"))
@@ -42,3 +46,14 @@ def wait_published(kube: Kube, node: str, config: DriverConfig, count: int, time
         lambda items: {d["name"] for d in devices(items)} == want and all(published_as(config, d) for d in devices(items)),
         timeout, f"the {config.driver} slices of {node} to show driver configuration {config.name}",
         field_selector=f"spec.driver={config.driver},spec.nodeName={node}", why=why)
+
+
+def free_cpu(kube: Kube, node: str) -> Decimal:
+    """The node's allocatable cpu less what its pods' containers request, as kube-scheduler counts it
+    before any cpu a claim is charged (the cpu profile's node-allocatable devices)."""
+    free = parse_quantity(kube.get(rest.NODES, node)["status"]["allocatable"]["cpu"])
+    for p in kube.list(rest.PODS, field_selector=f"spec.nodeName={node}"):
+        if p.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            free -= sum((parse_quantity(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                         for c in p["spec"]["containers"]), Decimal(0))
+    return free

@@ -4,7 +4,7 @@ The driver publishes different devices depending on how it is started: partition
 a GPU's counters (``--gpu-partitions``), devices that take several allocations with
 capacity requests (``--gpu-allow-multiple-allocations``), claim status data
 (``--gpu-device-status``), binding conditions (``--binding-conditions``), or another
-device profile altogether (``--device-profile net``). A test asks for one by name; the
+device profile altogether (``--device-profile net`` or ``cpu``). A test asks for one by name; the
 embedded cluster restarts the node's plugin with these flags and back
 (:meth:`dra_harness.providers.embedded.cluster.LocalCluster.configure_driver`). Each
 configuration also says which device names its slices must then hold, so the switch is
@@ -26,6 +26,8 @@ class DriverConfig:
     #: the device profile (``--device-profile``); its driver is ``<profile>.example.com``
     profile: str = "gpu"
     partitions: int = 0
+    #: NUMA nodes a node's driver publishes in the cpu profile (``--cpu-numa-nodes``)
+    numa_nodes: int = 0
 
     @property
     def driver(self) -> str:
@@ -35,6 +37,8 @@ class DriverConfig:
         """The device names a node's slices hold under this configuration, ``count`` devices a node."""
         if self.profile == "net":
             return [f"nic-{i}" for i in range(count)]
+        if self.profile == "cpu":
+            return [f"numa-{i}" for i in range(self.numa_nodes)]
         if self.partitions:
             return [f"gpu-{i}-{p}" for i in range(count)
                     for p in [*(f"partition-{j}" for j in range(self.partitions)), "full"]]
@@ -55,6 +59,9 @@ CONFIGS: dict[str, DriverConfig] = {c.name: c for c in (
                  "(chart: controller.plugins=BindingConditions)", ("--binding-conditions",)),
     DriverConfig("net", "the net profile: NICs whose bandwidth is consumable capacity (chart: deviceProfile=net)",
                  profile="net"),
+    DriverConfig("cpu", "the cpu profile: a NUMA node whose 2 CPUs are node-allocatable cpu, shared across requests "
+                 "(chart: deviceProfile=cpu, kubeletPlugin.cpu.numaNodes=1, cpusPerNUMANode=2, as upstream's e2e)",
+                 ("--cpu-numa-nodes=1", "--cpus-per-numa-node=2"), profile="cpu", numa_nodes=1),
 )}
 
 

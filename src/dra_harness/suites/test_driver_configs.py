@@ -24,7 +24,7 @@ from dra_harness.checks.disruption import DisruptionRefused
 from dra_harness.kube import builders, rest
 from dra_harness.kube.types import Obj
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
-from dra_harness.checks.driver_configs import wait_published
+from dra_harness.checks.driver_configs import free_cpu, wait_published
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.driver_configs import DriverConfig, by_name
@@ -214,3 +214,64 @@ def test_a_device_with_binding_conditions_binds_its_pod_only_once_they_are_met(c
     evidence.record(driver_config=config.name, node=node, device=result["device"], held_unbound_s=5,
                     bound_after_condition_s=round(time.monotonic() - started, 3), condition_set_by=f"dra-harness: {CONTROLLER_NOT_RUN}")
     assert pod["spec"]["nodeName"] == node
+
+
+def test_a_numa_node_of_the_cpu_profile_is_shared_by_two_requests_and_its_cpus_are_charged_to_the_node(
+        cluster, configure, namespace, evidence):
+    """Upstream: "should account for native CPU resources and share a NUMA device across requests".
+
+    Beyond upstream, the charge is shown to bite: a pod whose cpu request fits the node only
+    without the claim's 2 CPUs waits, and runs once the claim's pod is gone.
+    """
+    node, config, slices = configure("cpu")
+    key = f"{config.driver}/cpu"
+    mappings = [d.get("nodeAllocatableResourceMappings") for s in slices for d in s["spec"].get("devices") or []]
+    if not all(mappings):
+        version = cluster.server_version()
+        minor = int(version.split(".")[1])
+        pytest.skip(f"Kubernetes {version} has no node-allocatable DRA resources (DRANodeAllocatableResources, from 1.36)"
+                    if minor < 36 else
+                    f"finding: the example driver publishes nodeAllocatableResourceMappings (1.36's field), which Kubernetes "
+                    f"{version} replaced with nodeAllocatableResources and drops: the cpu profile's CPUs are not node-allocatable")
+    assert [{r: m.get("capacityKey") for r, m in mapping.items()} for mapping in mappings] == [{"cpu": key}], mappings
+    cls = f"{namespace}-cpu"
+    cluster.kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": cls, "labels": {RUN_LABEL: cluster.run_id}},
+                                              "spec": {"selectors": [builders.cel(f"device.driver == '{config.driver}'")]}})
+    try:
+        cluster.template(namespace, "two-cpus", *(builders.exactly(r, cls, 1, capacity={key: "1"}) for r in ("cpu0", "cpu1")))
+        cluster.pod(namespace, "pod0", template="two-cpus", node_name=node)
+        pod = wait_running(cluster.kube, namespace, "pod0", timeout=60)
+        claim = pod_claims(cluster.kube, pod)["gpu"]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 2 and results[0]["device"] == results[1]["device"] == "numa-0", results
+        shares = [r.get("shareID") for r in results]
+        assert all(shares) and shares[0] != shares[1], f"the two requests' shares of numa-0 need distinct ShareIDs: {shares}"
+        statuses = watch_until(
+            cluster.kube, rest.PODS, lambda ps: bool(ps and ps[0]["status"].get("nodeAllocatableResourceClaimStatuses")),
+            30, "the scheduler's node-allocatable claim status on pod0", namespace=namespace,
+            field_selector="metadata.name=pod0")[0]["status"]["nodeAllocatableResourceClaimStatuses"]
+        charged = next((s for s in statuses if s.get("resourceClaimName") == claim["metadata"]["name"]), None)
+        assert charged is not None, f"no nodeAllocatableResourceClaimStatuses entry for {claim['metadata']['name']}: {statuses}"
+        assert "ctr0" in charged.get("containers", []), charged
+        assert _amount(charged.get("resources", {}).get("cpu")) == 2, f"charged {charged.get('resources')}, asked 2 cpu"
+
+        # Fits the node's cpu without the claim's 2 CPUs (which no container requests), not with them.
+        ask = int((free_cpu(cluster.kube, node) - 1) * 1000)
+        if ask <= 0:
+            pytest.skip(f"{node} has under 2 cpu free besides the claim's: no request can show the charge")
+        crowd = builders.pod("crowd", cluster.run_id, node_name=node)
+        crowd["spec"]["containers"][0]["resources"]["requests"] = {"cpu": f"{ask}m"}
+        cluster.kube.create(rest.PODS, crowd, namespace)
+        message = scheduling_message(wait_unschedulable(cluster.kube, namespace, "crowd", timeout=60))
+        assert "Insufficient cpu" in message, message
+        cluster.kube.delete(rest.PODS, "pod0", namespace, grace_seconds=0)
+        started = time.monotonic()
+        wait_running(cluster.kube, namespace, "crowd", timeout=60)
+        evidence.record(driver_config=config.name, node=node, device="numa-0", share_ids=shares, charged=charged,
+                        crowd_cpu_request=f"{ask}m", crowd_refused=message,
+                        crowd_ran_after_release_s=round(time.monotonic() - started, 3))
+    finally:
+        for pod_name in ("pod0", "crowd"):
+            cluster.kube.delete(rest.PODS, pod_name, namespace, grace_seconds=0)
+            wait_for_deletion(cluster.kube, rest.PODS, pod_name, 60, namespace)
+        cluster.kube.delete(rest.DEVICE_CLASSES, cls)
