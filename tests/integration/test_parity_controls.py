@@ -3,11 +3,17 @@
 - pods of a pod group that bring their own template claim instead of the group's: each gets its
   own GPU, and the group check names the group and its two claims;
 - a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made;
-- without admin access, a claim for a device another pod holds waits (what admits the admin claim is admin access).
+- without admin access, a claim for a device another pod holds waits (what admits the admin claim is admin access);
+- without the driver's webhook, the invalid config the webhook check asks about is admitted; with it, the webhook's
+  server is in a network namespace of its own, and the host's only listener for it is on loopback.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from dra_harness.checks import config_webhook
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
@@ -53,3 +59,35 @@ def test_without_admin_access_a_claim_for_a_device_in_use_waits(handle):
         handle.pod("controls", pod, claim=pod, node_name="gpu-node-0")
     wait_running(handle.kube, "controls", "user")
     assert "cannot allocate all claims" in scheduling_message(wait_unschedulable(handle.kube, "controls", "not-admin", timeout=60))
+
+
+def _listening(pid: int, seen_from: int | str) -> set[str]:
+    """``address:port`` of the TCP sockets ``pid`` listens on, in the network namespace of ``seen_from``."""
+    inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+              if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+    out = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{seen_from}/net/{table}").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN
+                addr, port = f[1].split(":")
+                host = ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)) if len(addr) == 8 else f"[{addr}]"
+                out.add(f"{host}:{int(port, 16)}")
+    return out
+
+
+def test_without_the_drivers_webhook_an_invalid_config_is_admitted_and_with_it_nothing_listens_beyond_loopback(handle):
+    res, bad = config_webhook.config_object("ResourceClaim", "v1", handle.device_class, handle.driver, "InvalidInterval")
+    assert config_webhook.refusal(handle.kube, res, bad, "controls") is None, "admitted with no webhook: the check can fail"
+    name = handle.provider.start_driver_webhook("controls", "controls")
+    try:
+        assert config_webhook.REFUSAL in (config_webhook.refusal(handle.kube, res, bad, "controls") or "")
+        relay = handle.provider.embedded.supervisor.get("driver-webhook").pid
+        server = int(Path(f"/proc/{relay}/task/{relay}/children").read_text().split()[0])
+        assert os.readlink(f"/proc/{server}/ns/net") != os.readlink("/proc/self/ns/net"), "the webhook shares the host's network"
+        # The relay's socket was bound before it left the host's namespace: the host sees it, on loopback only.
+        assert {a.split(":")[0] for a in _listening(relay, "self")} == {"127.0.0.1"}, _listening(relay, "self")
+        assert not _listening(server, "self"), "the webhook's own socket is in the host's namespace"
+        assert {a.rsplit(":", 1)[1] for a in _listening(server, server)} == {"8443"}, _listening(server, server)
+    finally:
+        handle.provider.stop_driver_webhook(name)

@@ -165,7 +165,8 @@ def example_driver(version: str = EXAMPLE_DRIVER_VERSION) -> Component:
         name="dra-example-driver",
         version=version,
         module="sigs.k8s.io/dra-example-driver",
-        binaries={"dra-example-kubeletplugin": "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin"},
+        binaries={"dra-example-kubeletplugin": "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin",
+                  "dra-example-webhook": "sigs.k8s.io/dra-example-driver/cmd/dra-example-webhook"},
         version_x=(f"main.version=v{version}",),
     )
 

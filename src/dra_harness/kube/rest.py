@@ -123,6 +123,8 @@ VALIDATING_ADMISSION_POLICIES = Resource("admissionregistration.k8s.io", "v1", "
                                          "ValidatingAdmissionPolicy", False)
 VALIDATING_ADMISSION_POLICY_BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
                                                 "ValidatingAdmissionPolicyBinding", False)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                                             "ValidatingWebhookConfiguration", False)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 

@@ -122,6 +122,13 @@ class Provider:
         """Restart ``node``'s driver in a configuration of :mod:`dra_harness.providers.driver_configs`."""
         raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
 
+    def start_driver_webhook(self, namespace: str, run_id: str) -> str:
+        """Run the driver's validating webhook for claims in ``namespace``; returns its configuration's name."""
+        raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
+
+    def stop_driver_webhook(self, name: str) -> None:
+        raise NotImplementedError(f"the {self.name} provider does not run the driver itself")
+
     def driver_log(self, node: str, lines: int) -> str:
         """The last lines of the driver process's log on ``node`` (where the harness runs it)."""
         return ""

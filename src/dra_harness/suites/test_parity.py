@@ -13,10 +13,12 @@ one: its PodGroup manifest says ``scheduling.k8s.io/v1alpha2``, which 1.37 no lo
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 import pytest
 
-from dra_harness.checks import admin_access
+from dra_harness.checks import admin_access, config_webhook
+from dra_harness.errors import ClusterError
 from dra_harness.checks.incontainer import PRINT_ENV, devices_seen, mismatch, probe_pod, read_env
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.kube import builders, rest
@@ -157,3 +159,39 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
     assert held["admin"] == held["user"], f"the admin claim got {held['admin']}, the device in use is {held['user']}"
     assert envs["admin"].get("DRA_ADMIN_ACCESS") == "true", envs["admin"]
     assert envs["user"].get("DRA_ADMIN_ACCESS") == "false", envs["user"]
+
+
+@pytest.fixture
+def driver_webhook(cluster, namespace) -> Iterator[str]:
+    """The driver's validating webhook, registered for this test's namespace only, until the test ends."""
+    try:
+        name = cluster.provider.start_driver_webhook(namespace, cluster.run_id)
+    except NotImplementedError:
+        pytest.skip("the driver's installation decides whether its webhook runs (chart: webhook.enabled, with "
+                    "cert-manager); the harness runs it only where it runs the driver")
+    except ClusterError as e:
+        pytest.skip(str(e))
+    yield name
+    cluster.provider.stop_driver_webhook(name)
+
+
+@pytest.mark.parametrize(("kind", "version"), [("ResourceClaim", "v1"), ("ResourceClaim", "v1beta1"),
+                                               ("ResourceClaimTemplate", "v1")])
+def test_the_drivers_webhook_refuses_an_invalid_opaque_config_before_any_pod_waits_on_it(
+        cluster, namespace, driver_webhook, evidence, kind, version):
+    """Upstream: "should reject invalid v1 ResourceClaim", "... v1beta1 ResourceClaim", "... v1 ResourceClaimTemplate".
+
+    Beyond upstream, the same object with a valid interval is admitted: the webhook refuses the config, not the kind.
+    """
+    if version != "v1" and rest.served(cluster.kube, "resource.k8s.io", "resourceclaims", "ResourceClaim", (version,),
+                                       namespaced=True) is None:
+        pytest.skip(f"Kubernetes {cluster.server_version()} does not serve resource.k8s.io/{version}")
+    res, bad = config_webhook.config_object(kind, version, cluster.device_class, cluster.driver, "InvalidInterval")
+    refused = config_webhook.refusal(cluster.kube, res, bad, namespace)
+    _, good = config_webhook.config_object(kind, version, cluster.device_class, cluster.driver, "Long")
+    admitted = config_webhook.refusal(cluster.kube, res, good, namespace)
+    evidence.record(object=f"{kind} resource.k8s.io/{version}", webhook=driver_webhook, invalid_refused=refused,
+                    valid_refused=admitted)
+    assert refused is not None, f"a {kind} ({version}) with time-slice interval InvalidInterval was admitted"
+    assert config_webhook.REFUSAL in refused, refused
+    assert admitted is None, f"the same {kind} with interval Long was refused too: {admitted}"

@@ -48,8 +48,7 @@ WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")
 CRDS = rest.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 MUTATING = rest.Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                          "MutatingWebhookConfiguration", False)
-VALIDATING = rest.Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                           "ValidatingWebhookConfiguration", False)
+VALIDATING = rest.VALIDATING_WEBHOOK_CONFIGURATIONS
 WEBHOOK_CONFIGS = {"MutatingWebhookConfiguration": MUTATING, "ValidatingWebhookConfiguration": VALIDATING}
 READY_DEADLINE_S = 120.0
 #: How long a stop waits for the API server to finish removing Kueue's CRDs (its ``customresourcecleanup``
