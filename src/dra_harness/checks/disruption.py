@@ -121,16 +121,12 @@ class Disruptor:
             self.cluster.provider.start_driver(node)
 
     def configure_driver(self, node: str, config: str) -> None:
-        """Restart the node's plugin in ``config`` (:mod:`dra_harness.providers.driver_configs`): only
-        where the harness runs the driver; elsewhere the driver's own installation chose its settings."""
+        """Bring the node's plugin into ``config`` (:mod:`dra_harness.providers.driver_configs`): a process
+        restarted with its flags, or the harness's own DaemonSet rolled with them; only where the harness
+        installed the driver, elsewhere the driver's own installation chose its settings."""
         if not self.cluster.controls_driver:
             raise DisruptionRefused(f"driver configuration {config!r} needs a driver the harness starts (the embedded "
                                     "cluster's); on this cluster the driver's installation (Helm values) chose it")
-        local = self.cluster.embedded
-        state = local.state() if local else None
-        if state and node in state.driver_pods:
-            raise DisruptionRefused(f"the driver on {node} is a DaemonSet's pod (--driver-daemonset): configurations are "
-                                    "applied to the harness's own plugin processes only")
         if self._do(node, f"configure driver ({config}) on"):
             self.cluster.provider.configure_driver(node, config)
 

@@ -291,6 +291,17 @@ class LocalCluster:
             st.driver_pods.append(node)
             self._save(st)
 
+    def record_driver_config(self, node: str, config: str) -> None:
+        """Remember that ``node``'s driver now runs in ``config`` (a DaemonSet's pod reconfigured by its template)."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        if config == "default":
+            st.driver_configs.pop(node, None)
+        else:
+            st.driver_configs[node] = config
+        self._save(st)
+
     def restart_component(self, name: str, kill: bool = False, down_for: float = 0.0) -> None:
         """Restart a control-plane component with the same flags (SIGKILL with ``kill``),
         leaving it down ``down_for`` seconds: what a control-plane upgrade or crash looks like."""

@@ -10,6 +10,8 @@ does not show that; a real node running the pod does.
 
 The DaemonSet is pinned to one real node: every real node of the embedded cluster is the same
 host, so a hostPath (the kubelet's root, the CDI directory) can name only one node's directories.
+A driver configuration (:mod:`dra_harness.providers.driver_configs`) reaches the pod the way an
+operator's values change does: the pod template changes and the DaemonSet rolls the pod.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import watch_until
-from dra_harness.providers import driver_manifests
+from dra_harness.providers import driver_configs, driver_manifests
 from dra_harness.providers.embedded import realcluster
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.errors import ClusterError
@@ -98,6 +100,38 @@ def roll(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str
     cluster.record_swap(f"driver-{node}", {"version": version, "image": image})
     # With a surge the new pod runs before the old one goes: no time without a driver pod.
     return seen["gone"] - started, max(0.0, seen["running"] - seen["gone"])
+
+
+def configure(cluster: LocalCluster, kube: Kube, node: str, config: str) -> float:
+    """Bring the DaemonSet's plugin into ``config``: the pod template gets the flags the process form passes
+    (a Helm values change does the same through environment variables), the DaemonSet rolls the pod, and
+    where the driver name changes (another device profile) the old driver's slices of the node are removed,
+    as the process form does. Returns the seconds until the new pod ran; the caller waits for its slices."""
+    st = cluster.state()
+    if st is None or node not in st.driver_pods:
+        raise ClusterError(f"the driver on {node} is not a DaemonSet's pod")
+    wanted = driver_configs.by_name(config)
+    before = driver_configs.by_name(st.driver_configs.get(node, "default"))
+    args = [f"--device-profile={wanted.profile}", f"--driver-name={wanted.driver}"] if wanted.profile != "gpu" else []
+    pods = _pods(kube, node)
+    if not pods:
+        raise ClusterError(f"no pod of DaemonSet {driver_manifests.NAMESPACE}/{NAME} runs on {node}")
+    image = pods[0]["spec"]["containers"][0]["image"]
+    old = {p["metadata"]["uid"] for p in pods}
+    started = time.monotonic()
+    template = {"metadata": {"annotations": {"dra-harness.io/driver-config": config}},
+                "spec": {"containers": [{"name": CONTAINER, "args": [*args, *wanted.flags]}]}}
+    kube.patch(rest.DAEMON_SETS, NAME, {"spec": {"template": template}}, driver_manifests.NAMESPACE, kind="strategic")
+    cluster.record_driver_config(node, config)
+    watch_until(kube, rest.PODS, lambda ps: any(_running(p, image) and p["metadata"]["uid"] not in old for p in ps)
+                and not any(p["metadata"]["uid"] in old for p in ps), ROLLOUT_DEADLINE_S,
+                f"the driver DaemonSet's pod on {node} to roll into configuration {config}",
+                namespace=driver_manifests.NAMESPACE, field_selector=f"spec.nodeName={node}", why=_describe)
+    took = time.monotonic() - started
+    if before.driver != wanted.driver:
+        for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={before.driver},spec.nodeName={node}"):
+            kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+    return took
 
 
 def _now() -> str:

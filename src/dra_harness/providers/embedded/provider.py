@@ -23,6 +23,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.providers import profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
+from dra_harness.providers.embedded import driver_daemonset, driver_webhook
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
@@ -141,7 +142,17 @@ class EmbeddedProvider(Provider):
         self.cluster.start_driver(node)
 
     def configure_driver(self, node: str, config: str) -> None:
-        self.cluster.configure_driver(node, config)
+        st = self.cluster.state()
+        if st is not None and node in st.driver_pods:  # a DaemonSet's pod: its template changes and it rolls
+            driver_daemonset.configure(self.cluster, self.cluster.kube(), node, config)
+        else:
+            self.cluster.configure_driver(node, config)
+
+    def start_driver_webhook(self, namespace: str, run_id: str) -> str:
+        return driver_webhook.start(self.cluster, namespace, run_id)
+
+    def stop_driver_webhook(self, name: str) -> None:
+        driver_webhook.stop(self.cluster, name)
 
     def driver_log(self, node: str, lines: int) -> str:
         return self.cluster.supervisor.log_tail(f"driver-{node}", lines)
