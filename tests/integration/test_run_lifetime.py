@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from dra_harness.kube import rest
-from dra_harness.labels import RUN_LABEL
+from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
+from dra_harness.providers.simulated_nodes import ANNOTATION as KWOK_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +110,42 @@ def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
     assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-2000:]}"
     assert "KeyboardInterrupt" in log
     _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
+
+
+def _local_kwoks() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", f"manage-nodes-with-annotation-selector={KWOK_ANNOTATION}"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+def _kwok_dirs() -> set[Path]:
+    return set(Path("/tmp").glob("dra-harness-kwok-*")) | set(Path("/tmp").glob("dra-harness-*/dra-harness-kwok-*"))
+
+
+def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_kwok_or_file(small_cluster, tmp_path):
+    """The contention suite on a cluster the run did not create, with its own KWOK and 4 simulated nodes, killed
+    with SIGKILL while jobs run: the watchdog removes its nodes and namespaces, its KWOK dies with it, and
+    neither the run's directory nor KWOK's log is left."""
+    kube = small_cluster.kube()
+    locks_before, kwoks_before, kwok_dirs_before = _lock_dirs(), _local_kwoks(), _kwok_dirs()
+    proc = _start(["pytest", str(ROOT / "suites" / "test_contention.py"), "--cluster=existing",
+                   f"--kubeconfig={small_cluster.kubeconfig}", "--allow-contention", "--simulated-nodes=4",
+                   "-p", "no:cacheprovider", "-q"], tmp_path)
+
+    def nodes() -> list[str]:
+        return [n["metadata"]["name"] for n in kube.list(rest.NODES, label_selector=SIMULATED_NODE_LABEL)]
+
+    def running_jobs() -> int:
+        return sum(1 for p in kube.list(rest.PODS, label_selector=RUN_LABEL) if p["status"].get("phase") == "Running")
+
+    try:
+        _wait_for("jobs running on the run's simulated nodes", lambda: nodes() and running_jobs() >= 2, 240)
+        assert _local_kwoks() - kwoks_before, "the run's own KWOK is running"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _wait_for("the run's KWOK to die with it", lambda: not (_local_kwoks() - kwoks_before), 30)
+    _wait_for("the watchdog to delete the run's nodes and objects", lambda: not nodes() and not _run_objects(kube), 120)
+    _wait_for("the run's lock directory to go", lambda: _lock_dirs() <= locks_before, 30)
+    assert _kwok_dirs() <= kwok_dirs_before, f"KWOK's log left: {_kwok_dirs() - kwok_dirs_before}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Protocol
 
 import pytest
@@ -39,7 +40,9 @@ def local_kwok(config: pytest.Config, nodes: int, tag: str, what: str) -> simula
     kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
     if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
-    return simulated_nodes.LocalKwok(kubeconfig, tag).start()
+    # Its log goes in the run's private directory, which the watchdog of a killed run removes.
+    run_dir = os.environ.get("DRA_HARNESS_LOCK_DIR")
+    return simulated_nodes.LocalKwok(kubeconfig, tag, Path(run_dir) if run_dir else None).start()
 
 
 @contextmanager

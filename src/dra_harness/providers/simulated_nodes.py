@@ -38,6 +38,8 @@ class LocalKwok:
 
     kubeconfig: str
     tag: str
+    #: Where its log directory goes: the run's private directory, which a killed run's watchdog removes.
+    parent: Path | None = None
     proc: subprocess.Popen | None = None
     log_file: Path | None = None
 
@@ -47,7 +49,8 @@ class LocalKwok:
 
     def start(self) -> LocalKwok:
         binary = builder.build_all([catalog.KWOK])[catalog.KWOK.dirname].binary("kwok")
-        directory = Path(tempfile.mkdtemp(prefix="dra-harness-kwok-"))  # private (0700), not a predictable path
+        # Private (0700), not a predictable path.
+        directory = Path(tempfile.mkdtemp(prefix="dra-harness-kwok-", dir=self.parent))
         self.log_file = directory / "kwok.log"
         argv = [str(binary), f"--kubeconfig={self.kubeconfig}", f"--config={STAGES}",
                 f"--manage-nodes-with-annotation-selector={ANNOTATION}={self.tag}",
