@@ -76,6 +76,9 @@ OPTIONS: tuple[Option, ...] = (
            "--simulated-nodes KWOK nodes (run by a local KWOK that manages only them) and run its jobs there", type=bool),
     Option("--simulated-nodes", "with --allow-contention: the most simulated nodes the contention suite may add",
            default=0, type=int, range=(0, 200)),
+    Option("--kwok-image", "with --simulated-nodes: run the run's KWOK in the cluster as a Deployment of this image "
+           "(the nodes must be able to pull it; `dra-harness components kwok-image` writes it) instead of as a local process"),
+    Option("--kwok-node-selector", "with --kwok-image: KEY=VALUE, the label of the nodes its pod may run on (a real node)"),
     Option("--lease-namespace", "namespace of the Leases through which concurrent runs on one cluster take turns",
            default="default"),
     Option("--dry-run", "disruptive tests list what they would touch, and touch nothing", type=bool),

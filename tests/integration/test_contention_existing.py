@@ -6,10 +6,12 @@ with a sleeping container taking the example driver's devices, the reserved desi
 device by uuid; without the label nothing runs and the run says why. With
 ``--allow-contention --simulated-nodes 16`` the suite adds the scenario's nodes there, annotated
 for a KWOK process this run starts (it manages those nodes and no other), and runs the seed
-scenario's pools design on that API server and scheduler. Afterwards nothing of the run is left:
-no node, slice, class, namespace, and no KWOK process. Negative controls: without
+scenario's pools design on that API server and scheduler; with ``--kwok-image`` that KWOK is a
+Deployment in the cluster, on its real node, instead. Afterwards nothing of the run is left:
+no node, slice, class, namespace, role, and no KWOK process. Negative controls: without
 ``--allow-contention`` the suite skips and names the flags it needs; and nodes annotated for a
-KWOK that is not running never become Ready, so it was our KWOK that ran the jobs.
+KWOK that is not running never become Ready, so it was our KWOK that ran the jobs; and an
+in-cluster KWOK with no real node to run on fails to start in one line and leaves nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 import uuid
 from pathlib import Path
@@ -31,7 +34,10 @@ from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL, RUN_LABEL
 from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.providers.handle import sweep_run
-from dra_harness.providers import simulated_nodes
+from dra_harness.components.images import KWOK_IMAGE, kwok_image, tarball
+from dra_harness.errors import ClusterError
+from dra_harness.providers import incluster_kwok, simulated_nodes
+from dra_harness.providers.embedded import realcluster
 from dra_harness.providers.embedded import twin
 from dra_harness.report.results import read_results
 
@@ -153,3 +159,48 @@ def test_the_contention_suite_runs_on_the_real_devices_of_the_nodes_labelled_for
     after = {n["metadata"]["name"]: n["metadata"].get("labels") for n in kube.list(rest.NODES)}
     assert after == before, "the run changed a node's labels"
     assert not [p for p in kube.list(rest.PODS) if (p["metadata"].get("labels") or {}).get(RUN_LABEL)]
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"no real nodes here: {unavailable_reason()}")
+def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_nothing_is_left(real_cluster, tmp_path):
+    kube = real_cluster.kube()
+    realcluster.import_images(real_cluster, real_cluster.state(), "real-node-0", [tarball(kwok_image())])
+    # As on a user's cluster: the image is on the node, the run is told its name and where the pod may go.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(real_cluster.kubeconfig),
+         "--report-dir", str(tmp_path / "run"), "--allow-contention", "--simulated-nodes", "16", "--kwok-image", KWOK_IMAGE,
+         "--kwok-node-selector", "kubernetes.io/hostname=real-node-0", "-k", "test_contention"],
+        stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+        # The small scenario: what differs here is where KWOK runs, not the scenario (the seed runs in the test above).
+        env={**os.environ, "DRA_HARNESS_CONTENTION": str(ROOT / "suites" / "contention-small.yaml"),
+             "DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
+    seen: set[str] = set()
+    try:
+        while proc.poll() is None:
+            for p in kube.list(rest.PODS, label_selector=f"app.kubernetes.io/name=kwok,{RUN_LABEL}"):
+                if p.get("status", {}).get("phase") == "Running":
+                    seen.add(p["spec"]["nodeName"])
+            # The pod's KWOK is a process of this host too (the real node's container): the local form has --kubeconfig.
+            assert not [p for p in _kwok_processes() if "--kubeconfig=" in p], "a local KWOK ran although --kwok-image was given"
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "out.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    verdicts = {r["test"]: r["outcome"] for r in read_results(tmp_path / "run")}
+    assert any("accounted_for" in t for t in verdicts) and all(o == "passed" for o in verdicts.values()), verdicts
+    assert seen == {"real-node-0"}, f"KWOK's pod ran on {seen or 'no node'}"
+    assert twin.leftovers(kube) == [], twin.leftovers(kube)
+    assert _kwok_processes() == [], "KWOK's container outlived its Deployment"
+
+
+def test_negative_control_an_in_cluster_kwok_with_no_real_node_to_run_on_fails_in_one_line_and_leaves_nothing(small_cluster):
+    """Every node here is a simulated one, where a KWOK pod would only pretend to run: it must not be placed there."""
+    kube = small_cluster.kube()
+    kwok = incluster_kwok.ClusterKwok(kube, f"nk{uuid.uuid4().hex[:6]}", "nk-run", KWOK_IMAGE, ready_deadline=10)
+    with pytest.raises(ClusterError) as e:
+        kwok.start()
+    assert len(str(e.value).splitlines()) == 1 and "KWOK Deployment's pod" in str(e.value), str(e.value)
+    assert "Pending" in str(e.value), str(e.value)
+    assert twin.leftovers(kube) == [], twin.leftovers(kube)

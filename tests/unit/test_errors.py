@@ -181,3 +181,15 @@ def test_what_the_input_checks_raise_is_what_the_plugin_turns_into_one_line():
     for cls in (InputError, HardwareFileError, KubeconfigError, ProfileError, Unreachable, ApiError):
         assert issubclass(cls, inputs.ERRORS), cls
     assert not issubclass(KeyError, inputs.ERRORS) and not issubclass(ValueError, inputs.ERRORS)
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"kwok_node_selector": "real-node-0", "kwok_image": "kwok:1"}, "--kwok-node-selector 'real-node-0': expected KEY=VALUE"),
+    ({"kwok_node_selector": "kubernetes.io/hostname=real-node-0"}, "--kwok-node-selector: only with --kwok-image"),
+])
+def test_a_kwok_node_selector_that_cannot_place_the_pod_is_one_line(options, says, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    with pytest.raises(pytest.UsageError) as e:
+        pytest_plugin._check_inputs(_config(kubeconfig=str(kubeconfig), **options))
+    assert str(e.value).startswith(says) and len(str(e.value).splitlines()) == 1, str(e.value)

@@ -61,3 +61,17 @@ def gates() -> None:
     )
 
     err.print("wrote " + ", ".join(str(p) for p in write_all()))
+
+
+@components.command("kwok-image")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Where to write the image, as an OCI tarball (push it with skopeo or crane, or import it with ctr).")
+def kwok_image_cmd(out: str) -> None:
+    """Write KWOK's image for --kwok-image: the binary built from its module, with the harness's pod stages."""
+    from dra_harness.components.images import KWOK_IMAGE, kwok_image
+    from dra_harness.components.oci import write_layout
+
+    if Path(out).is_dir():
+        raise click.UsageError(f"--out {out}: is a directory; name the tarball to write")
+    write_layout(kwok_image(), Path(out))
+    err.print(f"{KWOK_IMAGE} -> {out}")

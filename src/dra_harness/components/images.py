@@ -3,7 +3,9 @@
 * the pause image (sandbox, and the image the suites' pods use): a tiny static Go
   binary that waits for SIGTERM/SIGINT;
 * a workload image: Debian's static busybox, so probe pods can ``env`` and ``sleep``;
-* the example driver's image: the Go-built kubelet plugin, for the DaemonSet install.
+* the example driver's image: the Go-built kubelet plugin, for the DaemonSet install;
+* KWOK's image: its Go-built binary and the harness's pod stages, for simulated nodes run by a
+  KWOK Deployment inside a cluster the run did not create.
 
 Each is written once per content as an OCI tarball under the cache and imported
 into a node's containerd with ``ctr images import``.
@@ -78,6 +80,20 @@ def driver_image(plugin: Path, version: str = catalog.EXAMPLE_DRIVER_VERSION) ->
     """The plugin binary of example-driver release ``version`` as an image tagged with that release."""
     binary = File("usr/bin/dra-example-kubeletplugin", plugin.read_bytes())
     return Image(DRIVER_IMAGE.rsplit(":", 1)[0] + f":v{version}", [binary], entrypoint=["/usr/bin/dra-example-kubeletplugin"])
+
+
+KWOK_IMAGE = f"dra-harness.local/kwok:v{catalog.KWOK.version}"
+#: Where the stages are in KWOK's image (``--config``).
+KWOK_STAGES = "/etc/kwok/stages.yaml"
+
+
+def kwok_image() -> Image:
+    """KWOK built from its module, with the stages the embedded cluster's KWOK uses."""
+    from dra_harness import data
+
+    binary = builder.build_all([catalog.KWOK], quiet=True)[catalog.KWOK.dirname].binary("kwok")
+    files = [File("usr/bin/kwok", binary.read_bytes()), File(KWOK_STAGES.lstrip("/"), data.path("kwok-stages.yaml").read_bytes(), mode=0o644)]
+    return Image(KWOK_IMAGE, files, entrypoint=["/usr/bin/kwok"])
 
 
 def tarballs(plugin: Path, driver_version: str = catalog.EXAMPLE_DRIVER_VERSION) -> list[Path]:

@@ -36,6 +36,11 @@ def check(provider: Provider, report_dir: str | None) -> None:
     daemonset = provider.options.get("driver_daemonset")
     if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
         raise InputError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
+    selector = provider.options.get("kwok_node_selector")
+    if selector and not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_./]*=[-A-Za-z0-9_.]*", selector):
+        raise InputError(f"--kwok-node-selector {selector!r}: expected KEY=VALUE (a node label)")
+    if selector and not provider.options.get("kwok_image"):
+        raise InputError("--kwok-node-selector: only with --kwok-image (it places the KWOK Deployment's pod)")
     provider.check_inputs()
 
 

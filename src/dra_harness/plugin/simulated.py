@@ -1,9 +1,10 @@
 """Simulated nodes for a suite on a cluster the run did not create: a local KWOK, if the user allowed it.
 
 The contention and partition suites add KWOK nodes of their own. The embedded cluster has a
-KWOK for them; on any other cluster the run starts one (:mod:`dra_harness.providers.simulated_nodes`)
-only with ``--allow-contention`` and ``--simulated-nodes N`` for at least the nodes asked for,
-and skips with the flags to give otherwise.
+KWOK for them; on any other cluster the run starts one only with ``--allow-contention`` and
+``--simulated-nodes N`` for at least the nodes asked for, and skips with the flags to give
+otherwise: a local process (:mod:`dra_harness.providers.simulated_nodes`), or with
+``--kwok-image`` a Deployment in the cluster (:mod:`dra_harness.providers.incluster_kwok`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Protocol
 import pytest
 
 from dra_harness.kube.waits import WaitError
-from dra_harness.providers import simulated_nodes
+from dra_harness.providers import incluster_kwok, simulated_nodes
 
 
 class SimulatedObjects(Protocol):
@@ -30,13 +31,27 @@ class SimulatedObjects(Protocol):
     def delete(self) -> None: ...
 
 
-def local_kwok(config: pytest.Config, nodes: int, tag: str, what: str) -> simulated_nodes.LocalKwok:
-    """A started KWOK for ``nodes`` nodes annotated with ``tag``; skips the test where not allowed."""
+class Kwok(Protocol):
+    """A KWOK managing the nodes annotated ``annotation`` (a local process, or a Deployment in the cluster)."""
+
+    @property
+    def annotation(self) -> tuple[str, str]: ...
+    def check(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def run_kwok(config: pytest.Config, cluster, nodes: int, tag: str, what: str) -> Kwok:
+    """A started KWOK for ``nodes`` nodes annotated with ``tag``; skips the test where not allowed. With
+    ``--kwok-image`` it runs in the cluster as a Deployment, else as a local process."""
     allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
     if not allowed or most < nodes:
         pytest.skip(f"{what} adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
                     f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
                     f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
+    if image := config.getoption("--kwok-image"):
+        selector = config.getoption("--kwok-node-selector")
+        key, _, value = (selector or "").partition("=")
+        return incluster_kwok.ClusterKwok(cluster.kube, tag, cluster.run_id, image, {key: value} if selector else {}).start()
     kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
     if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
@@ -52,7 +67,7 @@ def on_simulated_nodes(config: pytest.Config, cluster, objects: SimulatedObjects
     nodes never become ready, a KWOK that has exited says why."""
     kwok = None
     if not cluster.provider.simulates_nodes:
-        kwok = local_kwok(config, nodes, objects.tag, what)
+        kwok = run_kwok(config, cluster, nodes, objects.tag, what)
         objects.kwok = kwok.annotation
     try:
         try:

@@ -39,11 +39,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Cluster-scoped kinds a test may create; the sweep deletes those carrying the run label
 #: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
-# Swept in reverse: the driver webhook's configuration first, a policy's binding before the policy, and both
-# before the classes it guards.
+# Swept in reverse: an in-cluster KWOK's binding and role first, the driver webhook's configuration, a policy's
+# binding before the policy, and both before the classes it guards.
 _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
                    rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS,
-                   rest.VALIDATING_WEBHOOK_CONFIGURATIONS)
+                   rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
 
 
 #: Kueue's cluster-scoped kinds the queue design creates (its LocalQueue goes with the run's namespace), in the

@@ -35,7 +35,7 @@ from dra_harness.contention.real_devices import RealDevices
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.waits import WaitError
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
-from dra_harness.plugin.simulated import local_kwok
+from dra_harness.plugin.simulated import run_kwok
 from dra_harness.providers.embedded import kueue
 
 #: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
@@ -83,7 +83,7 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
     if cluster.provider.simulates_nodes or request.config.getoption("--simulated-nodes"):
         topo = Topology(cluster.kube, sc, run_id)
         if not cluster.provider.simulates_nodes:
-            kwok = local_kwok(request.config, sc.nodes, topo.tag, "contention")
+            kwok = run_kwok(request.config, cluster, sc.nodes, topo.tag, "contention")
             topo.kwok = kwok.annotation
     else:
         if request.node.get_closest_marker("simulated_devices"):
