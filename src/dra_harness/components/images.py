@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from dra_harness import data
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.components.gomod import go
@@ -89,10 +90,9 @@ KWOK_STAGES = "/etc/kwok/stages.yaml"
 
 def kwok_image() -> Image:
     """KWOK built from its module, with the stages the embedded cluster's KWOK uses."""
-    from dra_harness import data
-
     binary = builder.build_all([catalog.KWOK], quiet=True)[catalog.KWOK.dirname].binary("kwok")
-    files = [File("usr/bin/kwok", binary.read_bytes()), File(KWOK_STAGES.lstrip("/"), data.path("kwok-stages.yaml").read_bytes(), mode=0o644)]
+    stages = data.path("kwok-stages.yaml").read_bytes()
+    files = [File("usr/bin/kwok", binary.read_bytes()), File(KWOK_STAGES.lstrip("/"), stages, mode=0o644)]
     return Image(KWOK_IMAGE, files, entrypoint=["/usr/bin/kwok"])
 
 

@@ -1,4 +1,4 @@
-"""Simulated nodes for a suite on a cluster the run did not create: a local KWOK, if the user allowed it.
+"""Simulated nodes for a suite on a cluster the run did not create: a KWOK of the run's own, if the user allowed it.
 
 The contention and partition suites add KWOK nodes of their own. The embedded cluster has a
 KWOK for them; on any other cluster the run starts one only with ``--allow-contention`` and
