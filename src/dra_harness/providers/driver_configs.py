@@ -33,6 +33,12 @@ class DriverConfig:
     def driver(self) -> str:
         return f"{self.profile}.example.com"
 
+    def args(self, gpu_driver: str = GPU_DRIVER) -> list[str]:
+        """The plugin's flags for this configuration: another profile names its own driver, the gpu one keeps ``gpu_driver``."""
+        if self.profile == "gpu":
+            return [f"--driver-name={gpu_driver}", *self.flags]
+        return [f"--driver-name={self.driver}", f"--device-profile={self.profile}", *self.flags]
+
     def devices(self, count: int) -> list[str]:
         """The device names a node's slices hold under this configuration, ``count`` devices a node."""
         if self.profile == "net":

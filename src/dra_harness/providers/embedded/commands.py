@@ -183,9 +183,7 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
         *(["--metrics-port=-1"] if release(st.driver_version_of(node)) >= (0, 4, 0) else []),
         # Silent at the default level until a claim is prepared; at 3 it says what it publishes, for failure dumps.
         "--v=3",
-        f"--driver-name={config.driver if config.profile != 'gpu' else driver_name}",
-        *([f"--device-profile={config.profile}"] if config.profile != "gpu" else []),
-        *config.flags,
+        *config.args(driver_name),
     ]
 
 

@@ -32,6 +32,7 @@ from dra_harness.errors import ClusterError
 NAME = "dra-example-driver-kubeletplugin"
 CONTAINER = "plugin"
 ROLLOUT_DEADLINE_S = 180.0
+CONFIG_ANNOTATION = "dra-harness.io/driver-config"
 #: How a roll replaces the pod: the chart's (the new pod beside the old, which goes once the new one is
 #: ready) or a DaemonSet's default (the old pod goes first; the node has no driver until the new one registers).
 STRATEGIES = {"surge": {"maxSurge": 1, "maxUnavailable": 0}, "replace": {"maxSurge": 0, "maxUnavailable": 1}}
@@ -112,15 +113,16 @@ def configure(cluster: LocalCluster, kube: Kube, node: str, config: str) -> floa
         raise ClusterError(f"the driver on {node} is not a DaemonSet's pod")
     wanted = driver_configs.by_name(config)
     before = driver_configs.by_name(st.driver_configs.get(node, "default"))
-    args = [f"--device-profile={wanted.profile}", f"--driver-name={wanted.driver}"] if wanted.profile != "gpu" else []
     pods = _pods(kube, node)
     if not pods:
         raise ClusterError(f"no pod of DaemonSet {driver_manifests.NAMESPACE}/{NAME} runs on {node}")
     image = pods[0]["spec"]["containers"][0]["image"]
     old = {p["metadata"]["uid"] for p in pods}
     started = time.monotonic()
-    template = {"metadata": {"annotations": {"dra-harness.io/driver-config": config}},
-                "spec": {"containers": [{"name": CONTAINER, "args": [*args, *wanted.flags]}]}}
+    # Back to default removes what a configuration added, leaving the template as install() made it.
+    default = config == "default"
+    template = {"metadata": {"annotations": {CONFIG_ANNOTATION: None if default else config}},
+                "spec": {"containers": [{"name": CONTAINER, "args": None if default else wanted.args()}]}}
     kube.patch(rest.DAEMON_SETS, NAME, {"spec": {"template": template}}, driver_manifests.NAMESPACE, kind="strategic")
     cluster.record_driver_config(node, config)
     watch_until(kube, rest.PODS, lambda ps: any(_running(p, image) and p["metadata"]["uid"] not in old for p in ps)
