@@ -14,11 +14,14 @@ import ctypes
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 _PR_SET_PDEATHSIG = 1
 #: Set once the process is shutting down: waits then give up on an unreachable cluster at once.
 stopping = threading.Event()
+#: Set while the run cleans up: a SIGTERM then must not cut the cleanup short.
+_cleaning = threading.Event()
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
@@ -49,8 +52,27 @@ def alive(pid: int) -> bool:
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    # Only the first SIGTERM interrupts: a second one, or one during the cleanup, would abandon
+    # the deletes that leave the cluster as we found it (CI follows up with SIGKILL if it must).
+    if stopping.is_set() or _cleaning.is_set():
+        stopping.set()
+        return
     stopping.set()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def cleaning_up() -> Iterator[None]:
+    """A block that SIGTERM does not interrupt (it only makes the block's waits give up sooner)."""
+    _cleaning.set()
+    try:
+        yield
+    finally:
+        _cleaning.clear()
+        if stopping.is_set() and threading.current_thread() is threading.main_thread():
+            # Told to stop and done: the interpreter restores SIGTERM's default while it exits, and a
+            # repeated SIGTERM would then turn an interrupted run's exit status into a kill.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def terminate_as_interrupt() -> None:

@@ -95,14 +95,38 @@ def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluste
     _wait_for("the run's lock directory to go", lambda: _lock_dirs() <= locks_before, 30)
 
 
+#: Longer than the run's own deadline for its cleanup (the sweep waits up to 120 s for namespaces to go).
+_CLEANUP_S = 180
+#: pytest's live log with times: a run that does not end says what it was doing last.
+_LIVE_LOG = ["-o", "log_cli=true", "--log-cli-level=INFO", "-o", "log_cli_format=%(asctime)s %(name)s %(message)s"]
+
+
+def _wait_exit(proc: subprocess.Popen, tmp_path: Path, signals: float | None = None) -> int:
+    """Wait for the run to end; with ``signals``, send it SIGTERM again every that many seconds meanwhile.
+
+    A run still there at the deadline gets SIGABRT first, so pytest's faulthandler writes every
+    thread's stack into the log that the failure shows.
+    """
+    end = time.monotonic() + _CLEANUP_S
+    while time.monotonic() < end:
+        try:
+            return proc.wait(timeout=signals or _CLEANUP_S)
+        except subprocess.TimeoutExpired:
+            if signals:
+                proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGABRT)
+    time.sleep(3)
+    pytest.fail(f"the run did not end within {_CLEANUP_S}s of SIGTERM:\n{(tmp_path / 'out.log').read_text()[-6000:]}")
+
+
 def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
     kube = small_cluster.kube()
     proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
-                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q"], tmp_path)
+                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q", *_LIVE_LOG], tmp_path)
     try:
         _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=90)
+        code = _wait_exit(proc, tmp_path)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -110,6 +134,28 @@ def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
     assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-2000:]}"
     assert "KeyboardInterrupt" in log
     _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
+
+
+def test_sigterm_after_sigterm_does_not_cut_the_cleanup_short(small_cluster, tmp_path):
+    """CI may signal a job more than once. Only the first SIGTERM interrupts: those that land while the run
+    deletes what it made are ignored, so the run still ends as interrupted (not killed by its own
+    KeyboardInterrupt, exit -2) and its own cleanup, not the watchdog, leaves the cluster clean."""
+    kube = small_cluster.kube()
+    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
+                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q", *_LIVE_LOG], tmp_path)
+    try:
+        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
+        proc.send_signal(signal.SIGTERM)
+        code = _wait_exit(proc, tmp_path, signals=0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "out.log").read_text()
+    assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-3000:]}"
+    assert "Traceback" not in log, log[-3000:]
+    assert "still present after cleanup" not in log and "could not clean up" not in log, log[-3000:]
+    # At once, not after a wait: the watchdog (the backstop) is gone with the run, so this was its own cleanup.
+    assert not _run_objects(kube), "the run's own cleanup left objects"
 
 
 def _local_kwoks() -> set[int]:

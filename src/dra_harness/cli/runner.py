@@ -133,10 +133,11 @@ def run_suites(options: RunOptions, console: Console) -> int:
         code = 130
         raise
     finally:
+        with lifetime.cleaning_up():  # a SIGTERM now would leave the cluster up and the report unwritten
+            if not provider.outlives_run:
+                provider.close()
+            path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
         signal.signal(signal.SIGTERM, previous)
-        if not provider.outlives_run:
-            provider.close()
-        path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
         console.print("sign-off report:")
         if code not in (0, 1):
             print(flush=True)  # an interrupted pytest may have left its progress line unfinished on our stdout

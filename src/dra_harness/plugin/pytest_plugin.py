@@ -128,6 +128,12 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
     lifetime.stopping.set()  # teardown must not wait out deadlines on a cluster that may be going away
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if lifetime.stopping.is_set():  # told to stop, though something swallowed the interrupt: no further test
+        raise KeyboardInterrupt("the run was told to stop")
+
+
 @contextmanager
 def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
     with os.fdopen(runtime_dirs.open_private_file(_lock_path(run_id, kind)), "r+") as f:
@@ -142,7 +148,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or RUN_ID not in config.stash:
         return
     try:
-        _clean_up(config)
+        with lifetime.cleaning_up():
+            _clean_up(config)
     finally:
         shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
         watchdog = config.stash.get(_WATCHDOG, None)
