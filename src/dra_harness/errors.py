@@ -56,3 +56,8 @@ class CheckError(HarnessError):
 
 class LockTimeout(HarnessError):
     """Another run on the same cluster held what this run waited for, past the deadline."""
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as the one line the CLI and plugin print: its message's first line, or its class."""
+    return (str(e).strip().splitlines() or [e.__class__.__name__])[0]

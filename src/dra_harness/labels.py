@@ -13,6 +13,8 @@ DISRUPTABLE_LABEL = "dra-harness.io/disruptable"
 SIMULATED_NODE_LABEL = "dra-harness.io/contention"
 #: On a real node: the user allows the contention suite's jobs there (with --allow-contention). Only read.
 CONTENTION_ALLOWED_LABEL = "dra-harness.io/contention-allowed"
+#: On a node: KWOK (the embedded cluster's, ``=fake``) runs it; only simulated nodes carry it.
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def run_selector(run_id: str, include_kept: bool = True) -> str:

@@ -14,7 +14,9 @@ loops the README's "Retries" note lists.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
+import urllib.request
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_fixed
 
@@ -40,3 +42,18 @@ def until(deadline: float, every: float, log: logging.Logger, what: str,
         reraise=True,
         before_sleep=said,
     )
+
+
+def wait_answers(url: str, deadline: float, every: float, log: logging.Logger, what: str,
+                 context: ssl.SSLContext | None = None) -> None:
+    """Until ``url`` (a process's ``/readyz``) answers 200, or raise :class:`NotYet` with what it last said."""
+
+    def ready() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=context) as r:
+                if r.status != 200:
+                    raise NotYet(f"{url} answered {r.status}")
+        except OSError as e:
+            raise NotYet(f"{what}: {e}") from None
+
+    until(deadline, every, log, what)(ready)

@@ -30,7 +30,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
-from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
+from dra_harness.labels import KWOK_ANNOTATION
 from dra_harness.contention.scenario import Scenario
 
 DRIVER = "contention.dra-harness.io"

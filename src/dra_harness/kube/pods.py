@@ -172,6 +172,7 @@ def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float,
     place, and the time counts from it: a pod a KWOK node removes at once would otherwise be gone, with its
     condition, before the wait saw it."""
     seen: dict[str, Obj] = {}
+    started = time.monotonic()
 
     def gone(pods: list[Obj]) -> bool:
         for p in pods:
@@ -179,10 +180,9 @@ def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float,
                 seen["condition"] = dict(cond)
         return not pods
 
-    started = [time.monotonic()]
-
     def act() -> None:
-        started[0] = time.monotonic()
+        nonlocal started  # the time counts from the cause, once the watch is in place
+        started = time.monotonic()
         if cause is not None:
             cause()
 
@@ -191,4 +191,4 @@ def wait_evicted(kube: Kube, namespace: str, name: str, timeout: float,
                     namespace=namespace, field_selector=f"metadata.name={name}", then=act)
     except WaitError:
         return None, seen.get("condition")
-    return time.monotonic() - started[0], seen.get("condition")
+    return time.monotonic() - started, seen.get("condition")

@@ -22,7 +22,7 @@ from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.partitions.layout import Layout, Partition
-from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
+from dra_harness.labels import KWOK_ANNOTATION
 
 DRIVER = "partition.dra-harness.io"
 TAG_LABEL = "dra-harness.io/partition"

@@ -44,5 +44,3 @@ def check(provider: Provider, report_dir: str | None) -> None:
     provider.check_inputs()
 
 
-def one_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [e.__class__.__name__])[0]

@@ -44,7 +44,7 @@ from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import runtime_dirs
-from dra_harness.errors import HarnessError, KubeApiError
+from dra_harness.errors import HarnessError, KubeApiError, one_line
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -115,7 +115,7 @@ def _check_inputs(config: pytest.Config) -> None:
     try:
         inputs.check(config.stash[PROVIDER], config.getoption("--report-dir"))
     except inputs.ERRORS as e:
-        raise pytest.UsageError(inputs.one_line(e)) from None
+        raise pytest.UsageError(one_line(e)) from None
     config.stash[INPUTS_OK] = True
 
 

@@ -21,7 +21,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.labels import KEPT_LABEL, RUN_LABEL, SIMULATED_NODE_LABEL, run_selector
+from dra_harness.labels import KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, SIMULATED_NODE_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
@@ -31,8 +31,6 @@ from dra_harness.providers.profiles import DriverProfile
 if TYPE_CHECKING:
     from dra_harness.providers.embedded.cluster import LocalCluster
 
-#: The annotation KWOK's simulated nodes carry (they run no containers).
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from dra_harness.components.images import KWOK_STAGES
-from dra_harness.errors import ClusterError
+from dra_harness.errors import ClusterError, one_line
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
-from dra_harness.providers.handle import KWOK_ANNOTATION
+from dra_harness.labels import KWOK_ANNOTATION
 from dra_harness.providers.simulated_nodes import ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class ClusterKwok:
                         f"the KWOK Deployment's pod ({self.image}) to run", namespace=self.name, why=_describe)
         except WaitError as e:
             self.stop()
-            raise ClusterError(f"in-cluster KWOK did not start: {_first_line(e)}") from None
+            raise ClusterError(f"in-cluster KWOK did not start: {one_line(e)}") from None
         pod = self._pod()
         node = self.kube.get(rest.NODES, pod["spec"]["nodeName"]) if pod else None
         if node is None or KWOK_ANNOTATION in (node["metadata"].get("annotations") or {}):
@@ -148,11 +148,7 @@ class ClusterKwok:
         try:
             wait_for_deletion(self.kube, rest.NAMESPACES, self.name, STOP_DEADLINE_S)
         except WaitError as e:  # deletion is requested; the run's sweep finds what is left by its label
-            log.warning("in-cluster KWOK: %s", _first_line(e))
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+            log.warning("in-cluster KWOK: %s", one_line(e))
 
 
 def _running(pod: Obj) -> bool:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from dra_harness.kube.types import Obj
-from dra_harness.providers.handle import KWOK_ANNOTATION
+from dra_harness.labels import KWOK_ANNOTATION
 
 SIMULATED, REAL, KIND = "simulated", "real", "kind"
 #: Words for each node kind, singular.

@@ -24,7 +24,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
-from dra_harness.providers.embedded.cluster import KWOK_ANNOTATION
+from dra_harness.labels import KWOK_ANNOTATION
 
 DRIVER = "topology.dra-harness.io"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"

@@ -47,7 +47,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.pods import node_ready
 from dra_harness.kube.rest import Kube
-from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
 from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
@@ -60,7 +60,6 @@ from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
 DRIVER_NAME = "gpu.example.com"
-KWOK_ANNOTATION = commands.KWOK_ANNOTATION
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 #: The control-plane processes that restart or swap in place, in the order an upgrade takes them.

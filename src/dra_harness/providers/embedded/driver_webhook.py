@@ -18,7 +18,6 @@ import os
 import ssl
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from dra_harness.errors import ClusterError
@@ -26,7 +25,7 @@ from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.retrying import NotYet, until
+from dra_harness.retrying import NotYet, wait_answers
 
 log = logging.getLogger(__name__)
 PROCESS = "driver-webhook"
@@ -91,14 +90,5 @@ def stop(cluster: LocalCluster, name: str) -> None:
 
 
 def _wait_ready(port: int, ca_file: Path) -> None:
-    context = ssl.create_default_context(cafile=str(ca_file))
-
-    def ready() -> None:
-        try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=2, context=context) as r:
-                if r.status != 200:
-                    raise NotYet(f"readyz answered {r.status}")
-        except OSError as e:
-            raise NotYet(f"the driver's webhook: {e}") from None
-
-    until(time.monotonic() + READY_DEADLINE_S, 0.2, log, "the driver's webhook to answer")(ready)
+    wait_answers(f"https://127.0.0.1:{port}/readyz", time.monotonic() + READY_DEADLINE_S, 0.2, log,
+                 "the driver's webhook to answer", ssl.create_default_context(cafile=str(ca_file)))

@@ -21,7 +21,6 @@ import base64
 import logging
 import shlex
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.retrying import NotYet, until
+from dra_harness.retrying import wait_answers
 
 log = logging.getLogger(__name__)
 
@@ -205,15 +204,7 @@ def _with_metrics_certs(argv: list[str], directory: Path, certs: Path) -> list[s
 
 
 def _wait_ready(port: int, deadline: float) -> None:
-    def ready() -> None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                if r.status != 200:
-                    raise NotYet(f"readyz answered {r.status}")
-        except OSError as e:
-            raise NotYet(f"kueue readyz: {e}") from None
-
-    until(deadline, 0.5, log, "Kueue to be ready")(ready)
+    wait_answers(f"http://127.0.0.1:{port}/readyz", deadline, 0.5, log, "Kueue to be ready")
 
 
 def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
