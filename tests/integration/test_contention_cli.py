@@ -70,3 +70,14 @@ def test_bench_allocation_prints_percentiles(small_cluster, tmp_path):
     assert result["allocated"] == 20
     lat = result["allocation_latency_s"]
     assert 0 <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+
+
+def test_a_burst_schedules_every_pod_around_the_claims_allocated_beforehand(small_cluster, tmp_path):
+    """2 simulated nodes x 4 devices, node 0's four held by claims whose status was written directly:
+    the scheduler counts them as taken, so all four burst pods land on node 1."""
+    from dra_harness.bench.burst import burst
+
+    result = burst(small_cluster.kube(), "burstit", "test", 2, 4, 4, 4, tmp_path, timeout=120)
+    assert result["scheduled"] == 4, result
+    assert list(result["pods_per_node"].values()) == [4] and next(iter(result["pods_per_node"])).endswith("-1"), result
+    assert result["creation_per_s"] and result["created_to_scheduled_per_s"], result

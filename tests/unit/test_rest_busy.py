@@ -26,3 +26,15 @@ def test_an_evictions_429_is_a_disruption_budgets_answer_and_is_not_retried():
 def test_other_errors_are_not_retried():
     assert _busy_wait(ApiError(500, "InternalError", "storage is (re)initializing"), "GET") is None
     assert _busy_wait(ApiError(404, "NotFound", "not found"), "GET") is None
+
+
+def test_only_a_connection_closed_before_any_answer_is_sent_again():
+    import http.client
+
+    import urllib3
+
+    from dra_harness.kube.rest import _closed_before_answer
+
+    idle_drop = urllib3.exceptions.ProtocolError("Connection aborted.", http.client.RemoteDisconnected("closed"))
+    mid_answer = urllib3.exceptions.ProtocolError("Connection broken", ConnectionResetError(104, "reset"))
+    assert _closed_before_answer(idle_drop) and not _closed_before_answer(mid_answer)

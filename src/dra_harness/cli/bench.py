@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+from pathlib import Path
 
 import click
 from rich.console import Console
 
+from dra_harness.bench.throughput import Throughput
 from dra_harness.cli.common import k8s_version_option
 
 err = Console(stderr=True)
@@ -46,3 +51,71 @@ def bench_build(k8s_version: str) -> None:
     from dra_harness.bench.cluster import cold_build_bench
 
     cold_build_bench(k8s_version, err)
+
+
+_WORKLOAD = click.option("--workload", default="2000pods_200nodes", show_default=True,
+                         type=click.Choice(["fast", "2000pods_200nodes", "5000pods_500nodes"]),
+                         help="scheduler_perf's SchedulingWithResourceClaimTemplate workload.")
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _throughput(label: str, tp: Throughput | None) -> str:
+    if tp is None:
+        return f"{label}: no throughput (everything was scheduled within one sampling second)"
+    return (f"{label}: average {tp['Average']:.1f} pods/s (p50 {tp['Perc50']:.1f}, p90 {tp['Perc90']:.1f}, "
+            f"p99 {tp['Perc99']:.1f})")
+
+
+@bench.command("scheduler-perf")
+@_WORKLOAD
+@k8s_version_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/bench.")
+def bench_scheduler_perf(workload: str, k8s_version: str, out_dir: str | None) -> None:
+    """Upstream scheduler_perf's DRA workload on this machine: its SchedulingThroughput."""
+    from dra_harness.bench import scheduler_perf
+
+    out = _out(out_dir)
+    before = _load()
+    tp = scheduler_perf.run(k8s_version, workload, out, lambda line: err.print(line, highlight=False))
+    print(_throughput(f"scheduler_perf {scheduler_perf.TESTCASE}/{workload} (Kubernetes {k8s_version})", tp))
+    print(f"{before} before, {_load()} after; data and log: {out}")
+
+
+@bench.command("compare")
+@_WORKLOAD
+@k8s_version_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/bench.")
+def bench_compare(workload: str, k8s_version: str, out_dir: str | None) -> None:
+    """scheduler_perf, then the harness on the same work: both throughputs and the ratios (burst, half-full, sustained)."""
+    from dra_harness.bench import compare, scheduler_perf
+    from dra_harness.cli.common import embedded_cluster
+
+    say = lambda line: err.print(line, highlight=False)  # noqa: E731
+    out = _out(out_dir)
+    loads = [_load()]
+    reference = scheduler_perf.run(k8s_version, workload, out, say)
+    loads.append(_load())
+    with embedded_cluster(None, k8s_version, err, "bench") as (_, kube, version):
+        result = compare.run_harness_side(kube, uuid.uuid4().hex[:12], version, workload, reference, out, say)
+    loads.append(_load())
+    print(_throughput(f"scheduler_perf {workload}", reference))
+    print(_throughput("harness burst (same work)", result["burst"]["scheduling_throughput"]))
+    print(_throughput("harness half-full", result["half-full"]["scheduling_throughput"]))
+    rate = result["sustained"]["rate"]
+    print(f"harness sustained: {'none held' if rate is None else f'{rate:.1f} pods/s'} "
+          f"(pods finishing after {compare.HOLD_S:g} s, claim p50 under {compare.SUSTAINED_P50_S:g} s)")
+    for name, value in result["ratios"].items():
+        print(f"ratio {name} {'-' if value is None else f'{value:.2f}'}")
+    print(f"{loads[0]} before; {loads[1]} after scheduler_perf; {loads[2]} after the harness")
+    (out / f"compare-{workload}.json").write_text(json.dumps(
+        {"workload": workload, "k8s_version": k8s_version, "scheduler_perf": reference, "loads": loads, **result}, indent=1))
+    print(f"JSON: {out / f'compare-{workload}.json'}")
+
+
+def _out(out_dir: str | None) -> Path:
+    from dra_harness.report import rundir
+
+    return Path(out_dir or rundir.default_root() / uuid.uuid4().hex[:12]).resolve() / "bench"

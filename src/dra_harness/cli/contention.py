@@ -28,6 +28,8 @@ from dra_harness.cli.common import embedded_cluster, k8s_version_option
 from dra_harness.report import rundir
 from dra_harness.components import catalog
 from dra_harness.providers.embedded import kueue
+from dra_harness.bench import scheduler_perf
+from dra_harness.bench.burst import burst
 from dra_harness.contention import bench as bench_mod
 from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
@@ -165,12 +167,17 @@ def print_floor(floor: dict) -> None:
 @k8s_version_option
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
+@click.option("--burst", "burst_workload", type=click.Choice(list(scheduler_perf.WORK)), default=None,
+              help="Instead: scheduler_perf's work of that workload, its pods created at once (pods/s as upstream counts them).")
 def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int, hold: float, k8s_version: str,
-                     cluster_name: str | None, out_dir: str | None) -> None:
+                     cluster_name: str | None, out_dir: str | None, burst_workload: str | None) -> None:
     """Claim created -> allocated under churn (like clusterloader2's ResourceClaimAllocationLatency)."""
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "bench"
     started = time.monotonic()
+    if burst_workload:
+        _bench_burst(burst_workload, k8s_version, cluster_name, run_id, out)
+        return
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (_, kube, version):
         with _progress() as bar:
             task = bar.add_task(f"{claims} claims at {rate}/s on {nodes} nodes", total=claims)
@@ -185,3 +192,19 @@ def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int
                   f"{result['achieved_rate']:.1f}/s")
     console.print(table)
     console.print(f"JSON and figure: {out} ({time.monotonic() - started:.0f} s)")
+
+
+def _bench_burst(workload: str, k8s_version: str, cluster_name: str | None, run_id: str, out: Path) -> None:
+    nodes, per_node, init, pods = scheduler_perf.WORK[workload]
+    with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (_, kube, version):
+        with _progress() as bar:
+            task = bar.add_task(f"{pods} pods at once; {nodes} nodes x {per_node} devices, {init} pre-allocated", total=pods)
+            result = burst(kube, run_id, version, nodes, per_node, init, pods, out,
+                           progress=lambda n: bar.update(task, completed=n))
+    tp = result["scheduling_throughput"]
+    avg = "-" if tp is None else f"{tp['Average']:.1f} pods/s (p50 {tp['Perc50']:.1f}, p90 {tp['Perc90']:.1f}, p99 {tp['Perc99']:.1f})"
+    console.print(f"burst of {workload}'s work (Kubernetes {version}): scheduling throughput {avg}; "
+                  f"created -> scheduled {result['created_to_scheduled_per_s'] or 0:.1f} pods/s, "
+                  f"created -> allocated {result['created_to_allocated_per_s'] or 0:.1f} pods/s, "
+                  f"pods created at {result['creation_per_s'] or 0:.1f}/s; {result['wall_s']:.0f} s", highlight=False)
+    console.print(f"JSON: {out}")

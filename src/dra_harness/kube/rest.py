@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import http.client
 import json
 import logging
 import ssl
@@ -194,14 +195,22 @@ class Kube:
     ) -> Obj:
         started = time.monotonic()
         try:
-            resp = self._pool.request(
-                method,
-                url,
-                body=json.dumps(body) if body is not None else None,
-                headers=self._headers(content_type if body is not None else None),
-                timeout=urllib3.Timeout(connect=5.0, read=timeout),
-                retries=False,
-            )
+            for attempt in (1, 2):
+                try:
+                    resp = self._pool.request(
+                        method,
+                        url,
+                        body=json.dumps(body) if body is not None else None,
+                        headers=self._headers(content_type if body is not None else None),
+                        timeout=urllib3.Timeout(connect=5.0, read=timeout),
+                        retries=False,
+                    )
+                    break
+                except urllib3.exceptions.ProtocolError as e:
+                    # A kept-alive connection the server closed while idle ends before any answer, so the request
+                    # was never read: sending it once more on a new connection is safe, even a POST.
+                    if attempt == 2 or not _closed_before_answer(e):
+                        raise
         except urllib3.exceptions.HTTPError as e:
             _log_call(method, path, params, body, None, f"unreachable ({e.__class__.__name__})", started)
             raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
@@ -423,6 +432,11 @@ def _log_call(method: str, path: str, params: dict[str, Any] | None, body: Any, 
     params = params or {}
     where = _where(namespace, name, params.get("labelSelector"), params.get("fieldSelector"))
     log.log(level, "%s %s %s -> %s (%.0f ms)", method, kind, where, outcome, (time.monotonic() - started) * 1000)
+
+
+def _closed_before_answer(error: BaseException) -> bool:
+    """Whether the server closed the connection without answering (an idle keep-alive connection it dropped)."""
+    return any(isinstance(a, http.client.RemoteDisconnected) for a in error.args)
 
 
 def _busy_wait(error: ApiError, method: str) -> float | None:
