@@ -119,43 +119,38 @@ def _wait_exit(proc: subprocess.Popen, tmp_path: Path, signals: float | None = N
     pytest.fail(f"the run did not end within {_CLEANUP_S}s of SIGTERM:\n{(tmp_path / 'out.log').read_text()[-6000:]}")
 
 
-def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
-    kube = small_cluster.kube()
+def _terminated_suite(cluster, tmp_path: Path, signals: float | None = None) -> tuple[int, str]:
+    """Start the allocation suite against ``cluster``, SIGTERM it once its first namespace exists
+    (and, with ``signals``, again that often until it ends); its exit status and output."""
     proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
-                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q", *_LIVE_LOG], tmp_path)
+                   f"--kubeconfig={cluster.kubeconfig}", "-p", "no:cacheprovider", "-q", *_LIVE_LOG], tmp_path)
     try:
-        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
+        _wait_for("a namespace of the run", lambda: _run_objects(cluster.kube()), 120)
         proc.send_signal(signal.SIGTERM)
-        code = _wait_exit(proc, tmp_path)
+        code = _wait_exit(proc, tmp_path, signals)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    log = (tmp_path / "out.log").read_text()
+    return code, (tmp_path / "out.log").read_text()
+
+
+def test_sigterm_to_pytest_runs_teardown_like_ctrl_c(small_cluster, tmp_path):
+    code, log = _terminated_suite(small_cluster, tmp_path)
     assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-2000:]}"
     assert "KeyboardInterrupt" in log
-    _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
+    _wait_for("the run's objects to be deleted", lambda: not _run_objects(small_cluster.kube()), 60)
 
 
 def test_sigterm_after_sigterm_does_not_cut_the_cleanup_short(small_cluster, tmp_path):
     """CI may signal a job more than once. Only the first SIGTERM interrupts: those that land while the run
     deletes what it made are ignored, so the run still ends as interrupted (not killed by its own
     KeyboardInterrupt, exit -2) and its own cleanup, not the watchdog, leaves the cluster clean."""
-    kube = small_cluster.kube()
-    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
-                   f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q", *_LIVE_LOG], tmp_path)
-    try:
-        _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
-        proc.send_signal(signal.SIGTERM)
-        code = _wait_exit(proc, tmp_path, signals=0.1)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    log = (tmp_path / "out.log").read_text()
+    code, log = _terminated_suite(small_cluster, tmp_path, signals=0.1)
     assert code == 2, f"pytest exited {code}, not as interrupted:\n{log[-3000:]}"
     assert "Traceback" not in log, log[-3000:]
     assert "still present after cleanup" not in log and "could not clean up" not in log, log[-3000:]
     # At once, not after a wait: the watchdog (the backstop) is gone with the run, so this was its own cleanup.
-    assert not _run_objects(kube), "the run's own cleanup left objects"
+    assert not _run_objects(small_cluster.kube()), "the run's own cleanup left objects"
 
 
 def _local_kwoks() -> set[int]:

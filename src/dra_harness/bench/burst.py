@@ -21,9 +21,9 @@ from typing import Any
 
 from dra_harness.bench.throughput import samples, summarise
 from dra_harness.contention import metrics
+from dra_harness.contention.bench import bench_scenario, take_down
 from dra_harness.contention.recorder import Recorder
-from dra_harness.contention.runner import drop_namespace, run_namespace, send_arrivals
-from dra_harness.contention.scenario import parse
+from dra_harness.contention.runner import run_namespace, send_arrivals
 from dra_harness.contention.topology import DRIVER, Topology
 from dra_harness.errors import ClusterError
 from dra_harness.kube import builders, rest
@@ -57,15 +57,7 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
     """Create ``pods`` template pods at once into a cluster ``init_claims`` devices full; pods/s to allocated and scheduled."""
     if init_claims + pods > nodes * devices_per_node:
         raise BurstError(f"{init_claims} pre-allocated claims and {pods} pods need more than {nodes * devices_per_node} devices")
-    sc = parse({
-        "name": "bench-burst", "time_compression": 1,
-        "cluster": {"nodes": nodes, "devices_per_node": devices_per_node},
-        "tiers": [{"name": "bench", "priority": 0, "devices_per_job": 1, "tolerable_wait": 60,
-                   "arrival": {"process": "fixed", "count": pods, "interval": 0.001},
-                   "duration": {"distribution": "fixed", "value": _HOLD_S}}],
-        "designs": {"shared": {}},
-    }, "bench burst")
-    topo = Topology(kube, sc, run_id)
+    topo = Topology(kube, bench_scenario("bench-burst", nodes, devices_per_node, pods, 0.001, _HOLD_S), run_id)
     rec = Recorder(kube, "")
     ns = ""
     started = time.monotonic()
@@ -94,11 +86,7 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
         else:
             raise BurstError(f"{pods - done} of {pods} burst pods not scheduled after {timeout:.0f} s")
     finally:
-        rec.close()
-        if ns:
-            drop_namespace(kube, ns)
-        topo.uninstall("shared")
-        topo.delete()
+        take_down(kube, topo, rec, ns)
     return summarise_burst(rec, names, sorted(s["sent"] for s in sent), k8s_version, nodes, devices_per_node,
                            init_claims, out, time.monotonic() - started)
 

@@ -20,21 +20,34 @@ from dra_harness.kube.rest import Kube
 from dra_harness.contention import metrics, plots
 from dra_harness.contention.recorder import Recorder
 from dra_harness.contention.runner import drop_namespace, run_namespace, send_arrivals
-from dra_harness.contention.scenario import parse
+from dra_harness.contention.scenario import Scenario, parse
 from dra_harness.contention.topology import Topology
+
+
+def bench_scenario(name: str, nodes: int, devices_per_node: int, pods: int, interval: float, hold: float) -> Scenario:
+    """One tier of one-device pods arriving every ``interval`` s and holding their device ``hold`` s, design ``shared``."""
+    return parse({
+        "name": name, "time_compression": 1,
+        "cluster": {"nodes": nodes, "devices_per_node": devices_per_node},
+        "tiers": [{"name": "bench", "priority": 0, "devices_per_job": 1, "tolerable_wait": 60,
+                   "arrival": {"process": "fixed", "count": pods, "interval": interval},
+                   "duration": {"distribution": "fixed", "value": hold}}],
+        "designs": {"shared": {}},
+    }, name)
+
+
+def take_down(kube: Kube, topo: Topology, rec: Recorder, namespace: str) -> None:
+    """Stop recording, free the devices and let the namespace go, remove the classes, nodes and slices."""
+    rec.close()
+    if namespace:
+        drop_namespace(kube, namespace)
+    topo.uninstall("shared")
+    topo.delete()
 
 
 def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: int, devices_per_node: int,
                claims: int, hold: float, out: Path, progress: Callable[[int], None] | None = None) -> dict:
-    sc = parse({
-        "name": "bench-allocation", "time_compression": 1,
-        "cluster": {"nodes": nodes, "devices_per_node": devices_per_node},
-        "tiers": [{"name": "bench", "priority": 0, "devices_per_job": 1, "tolerable_wait": 60,
-                   "arrival": {"process": "fixed", "count": claims, "interval": 1.0 / rate},
-                   "duration": {"distribution": "fixed", "value": hold}}],
-        "designs": {"shared": {}},
-    }, "bench allocation")
-    topo = Topology(kube, sc, run_id)
+    topo = Topology(kube, bench_scenario("bench-allocation", nodes, devices_per_node, claims, 1.0 / rate, hold), run_id)
     rec = Recorder(kube, "")
     ns = ""
     started = time.monotonic()
@@ -52,11 +65,7 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
         rec.wait_settled({a["name"] for a in arrivals}, time.monotonic() + hold + 120,
                          progress=(lambda d: progress(d)) if progress else None)
     finally:
-        rec.close()
-        if ns:
-            drop_namespace(kube, ns)
-        topo.uninstall("shared")
-        topo.delete()
+        take_down(kube, topo, rec, ns)
     with rec.lock:
         lat = [rec.claim_allocated[c] - rec.claim_seen[c] for c in rec.claim_allocated if c in rec.claim_seen]
         sends = sorted(s["sent"] for s in sent)
