@@ -98,6 +98,8 @@ def bench_compare(workload: str, k8s_version: str, out_dir: str | None) -> None:
     loads = [_load()]
     reference = scheduler_perf.run(k8s_version, workload, out, say)
     loads.append(_load())
+    if reference is None:
+        raise click.ClickException(f"scheduler_perf scheduled {workload} within one sampling second: no rate to compare with")
     with embedded_cluster(None, k8s_version, err, "bench") as (_, kube, version):
         result = compare.run_harness_side(kube, uuid.uuid4().hex[:12], version, workload, reference, out, say)
     loads.append(_load())
