@@ -18,9 +18,9 @@ def test_the_manifest_install_applies_the_substituted_objects(cluster, monkeypat
     ns = f"kind-manifests-{cluster.run_id}"[:63]
     template = tmp_path / "driver.yaml"
     template.write_text(
-        f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: driver-settings, namespace: {ns}, labels: {{dra-harness.io/run: {cluster.run_id}}}}}\n"
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: driver-settings, namespace: {ns}, labels: {{dra-harness.io/run: '{cluster.run_id}'}}}}\n"
         "data: {image: '${DRIVER_IMAGE}', plugins: '${KUBELET_ROOT}/plugins', cdi: '${CDI_ROOT}'}\n"
-        f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{dra-harness.io/run: {cluster.run_id}}}}}\n"
+        f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{dra-harness.io/run: '{cluster.run_id}'}}}}\n"
     )
     monkeypatch.setattr(driver, "MANIFESTS", template)
     try:
