@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dra_harness.bench.scheduler_perf import WORKLOADS
 from dra_harness.bench.throughput import Throughput
 from dra_harness.cli.common import k8s_version_option
 
@@ -54,7 +55,7 @@ def bench_build(k8s_version: str) -> None:
 
 
 _WORKLOAD = click.option("--workload", default="2000pods_200nodes", show_default=True,
-                         type=click.Choice(["fast", "2000pods_200nodes", "5000pods_500nodes"]),
+                         type=click.Choice(WORKLOADS),
                          help="scheduler_perf's SchedulingWithResourceClaimTemplate workload.")
 
 
