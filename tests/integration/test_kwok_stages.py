@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from dra_harness.kube import builders as b
 from dra_harness.kube import rest
 from dra_harness.kube.pods import claim_names, wait_running
@@ -46,3 +48,23 @@ def test_a_deleted_pod_is_removed(cluster, namespace):
     wait_running(kube, namespace, "doomed")
     kube.delete(rest.PODS, "doomed", namespace, grace_seconds=30)
     wait_for_deletion(kube, rest.PODS, "doomed", 15, namespace)
+
+
+def test_a_pod_deleted_at_once_is_left_to_the_api_server(cluster, namespace):
+    """Grace 0 marks the pod and removes it a few ms later; a second DELETE from KWOK only meets a 404."""
+    if cluster.embedded is None:
+        pytest.skip("reads the embedded cluster's KWOK log")
+    kube = cluster.kube
+    kube.create(rest.PODS, b.pod("instant", cluster.run_id), namespace)
+    wait_running(kube, namespace, "instant")
+    kube.delete(rest.PODS, "instant", namespace, grace_seconds=0)
+    wait_for_deletion(kube, rest.PODS, "instant", 15, namespace)
+    # A graceful deletion on another pod, after this one: once KWOK has removed it, it has seen this one's events too.
+    kube.create(rest.PODS, b.pod("marker", cluster.run_id), namespace)
+    wait_running(kube, namespace, "marker")
+    kube.delete(rest.PODS, "marker", namespace, grace_seconds=30)
+    wait_for_deletion(kube, rest.PODS, "marker", 15, namespace)
+    ours = f'"pod":"{namespace}/instant"'
+    log = (cluster.embedded.state_dir / "logs" / "kwok.log").read_text(errors="replace")
+    failed = [line for line in log.splitlines() if ours in line and "failed to apply stage" in line]
+    assert not failed, f"KWOK played a stage on a pod the API server removed: {failed[0][:400]}"
