@@ -23,6 +23,7 @@ import time
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -60,7 +61,12 @@ def _kwok_processes() -> list[str]:
 def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_its_own_kwok(small_cluster, tmp_path):
     # One design: what differs on an existing cluster (our KWOK, its nodes, the sweep) is the same for each,
     # and the three designs run on the embedded cluster in the suites; this keeps CI within its limit.
-    out = _run(small_cluster, tmp_path / "run", "--allow-contention", "--simulated-nodes", "16",
+    # As a ServiceAccount holding only deploy/rbac's roles (dra-harness-contention and the node-lease Role
+    # included): the run and its KWOK need no admin.
+    small_cluster.kube().create(rest.NAMESPACES, {"metadata": {"name": "dra-example-driver"}})  # the driver-pods Role's
+    sa = twin.serviceaccount_kubeconfig(small_cluster.kube(), small_cluster.kubeconfig, tmp_path / "sa-kubeconfig",
+                                      contention=True)
+    out = _run(SimpleNamespace(kubeconfig=sa), tmp_path / "run", "--allow-contention", "--simulated-nodes", "16",
                env={"DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
     verdicts = {f"{r['suite']}::{r['test']}": r["outcome"] for r in read_results(tmp_path / "run")}
     for test, outcome in sorted(verdicts.items()):

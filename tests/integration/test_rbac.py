@@ -228,3 +228,70 @@ def test_suites_pass_as_a_serviceaccount_holding_only_the_everyday_role(cluster,
     assert out.returncode == 0, tail
     assert " passed" in tail and "Forbidden" not in out.stdout + out.stderr
     assert token not in out.stdout + out.stderr
+
+
+LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+
+
+def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_and_slices_of_its_own_driver(
+        cluster, bound, tmp_path):
+    """``dra-harness-contention`` and the node-lease Role (``--allow-contention --simulated-nodes``): RBAC
+    grants node, slice and lease writes, and the policy narrows them to what the run itself made."""
+    kube, everyday_ns, _ = bound
+    subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": everyday_ns}]
+    tenant, sim = f"{everyday_ns}-tenant", f"ctn-{everyday_ns}"[:60]
+    kube.create(rest.NAMESPACES, {"metadata": {"name": tenant}})
+    sa = connect(str(_token_kubeconfig(kube, Path(cluster.kubeconfig), everyday_ns, tmp_path / "sa")[0]))
+    ours = {RUN_LABEL: cluster.run_id}
+    node = {"metadata": {"name": sim, "labels": ours, "annotations": {"dra-harness.io/simulated-by": "t"}}}
+    real = next(n["metadata"]["name"] for n in kube.list(rest.NODES) if "dra-harness.io/simulated-by" not in
+                n["metadata"].get("annotations", {}))
+    dry = {"dryRun": "All"}
+
+    def slice_of(driver: str) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{sim}-x", "labels": ours},
+                "spec": {"driver": driver, "nodeName": sim, "pool": {"name": sim, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "d0"}]}}
+
+    def lease(name: str) -> dict:
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {"holderIdentity": "t"}}
+
+    try:
+        # Without the roles bound: RBAC alone refuses a node.
+        with pytest.raises(rest.ApiError) as refused:
+            sa.create(rest.NODES, node, dry_run=True)
+        assert refused.value.status == 403 and "dra-harness may" not in refused.value.message
+        kube.create(BINDINGS, {"metadata": {"name": f"{everyday_ns}-contention", "labels": ours}, "subjects": subject,
+                               "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "dra-harness-contention"}})
+        kube.create(NS_BINDINGS, {"metadata": {"name": f"{everyday_ns}-node-leases"[:63]}, "subjects": subject,
+                                  "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": "dra-harness-simulated-node-leases"}},
+                    "kube-node-lease")
+        _policy_in_force(sa, tenant)
+        deadline = time.monotonic() + 15
+        while True:  # the bindings take effect when the authorizer's cache catches up
+            try:
+                sa.create(rest.NODES, node)  # control: a simulated node of the run
+                break
+            except rest.ApiError as e:
+                if e.status != 403 or "dra-harness may" in e.message or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        sa.request("PATCH", rest.NODES.path(None, sim, "status"), {"status": {"phase": "Running"}}, params=dry,
+                   content_type="application/merge-patch+json")
+        sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of("contention.dra-harness.io"), params=dry)
+        sa.request("POST", LEASES.path("kube-node-lease"), lease(sim), params=dry)
+        sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c", "labels": ours}}, dry_run=True)
+        # What is not the run's: a real node, another driver's slice, a real node's lease, an unlabelled class.
+        _denied_by_policy(lambda: sa.create(rest.NODES, {"metadata": {"name": f"{sim}-u", "labels": ours}}, dry_run=True))
+        _denied_by_policy(lambda: sa.request("DELETE", rest.NODES.path(None, real), params=dry))
+        _denied_by_policy(lambda: sa.request("PATCH", rest.NODES.path(None, real, "status"), {"status": {"phase": "Running"}},
+                                             params=dry, content_type="application/merge-patch+json"))
+        _denied_by_policy(lambda: sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of("gpu.example.com"), params=dry))
+        _denied_by_policy(lambda: sa.request("POST", LEASES.path("kube-node-lease"), lease(real), params=dry))
+        _denied_by_policy(lambda: sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c"}}, dry_run=True))
+        sa.delete(rest.NODES, sim)  # control: its own node it may delete
+    finally:
+        kube.delete(rest.NODES, sim)
+        kube.delete(BINDINGS, f"{everyday_ns}-contention")
+        kube.delete(NS_BINDINGS, f"{everyday_ns}-node-leases"[:63], "kube-node-lease")
+        kube.delete(rest.NAMESPACES, tenant)

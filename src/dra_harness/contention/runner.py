@@ -24,6 +24,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object, watch_until
 from dra_harness.labels import RUN_LABEL
+from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.contention import metrics, plots, queue
 from dra_harness.contention.plan import Job, plan
 from dra_harness.contention.recorder import Recorder
@@ -41,6 +42,7 @@ class ContentionError(CheckError):
 def run_namespace(kube: Kube, topo: Topology, what: str) -> str:
     name = f"ctn-{topo.tag}-{what}-{uuid.uuid4().hex[:4]}"
     kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}}})
+    grant_namespace_role(kube, name)  # writes there, for an identity holding only deploy/rbac's roles (an admin needs none)
     wait_for_object(kube, rest.SERVICE_ACCOUNTS, "default", lambda o: True, 30, f"default ServiceAccount in {name}",
                     namespace=name)
     return name

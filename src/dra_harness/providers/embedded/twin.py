@@ -78,7 +78,7 @@ def build(cluster: LocalCluster, workdir: Path | None = None) -> Twin:
     _install_tenants(kube, tenant_node)
     kube.patch(rest.NODES, tenant_node, {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}})
     kube.patch(rest.NODES, maintenance, {"spec": {"unschedulable": True}})
-    kubeconfig = _serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig")
+    kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig")
     hardware = workdir / "expected-hardware.yaml"
     hardware.write_text(yaml.safe_dump({
         "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
@@ -159,8 +159,13 @@ def _install_tenants(kube: Kube, node: str) -> None:
                     f"{tenant}'s pod to run", namespace=tenant)
 
 
-def _serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path) -> Path:
-    """A ServiceAccount bound to exactly the roles in deploy/rbac, and a kubeconfig holding its token."""
+#: Roles a user binds only to run contention (``--allow-contention``); the twin's staging run has none.
+CONTENTION_ROLES = ("dra-harness-contention", "dra-harness-simulated-node-leases")
+
+
+def serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path, contention: bool = False) -> Path:
+    """A ServiceAccount bound to exactly the roles in deploy/rbac (the contention ones only with
+    ``contention``), and a kubeconfig holding its token."""
     roles = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     apply_all(kube, roles)
     kube.create(rest.NAMESPACES, {"metadata": {"name": CI_NAMESPACE}})
@@ -170,6 +175,8 @@ def _serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path) -
         name = role["metadata"]["name"]
         if role["kind"] not in ("ClusterRole", "Role") or name == NAMESPACE_ROLE:
             continue  # the policy binds itself; the namespace role is the harness's to bind, per namespace
+        if name in CONTENTION_ROLES and not contention:
+            continue
         if role["kind"] == "ClusterRole":
             kube.create(CLUSTER_ROLE_BINDINGS, {"metadata": {"name": f"ci-{name}"}, "subjects": subject,
                                                 "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": name}})
