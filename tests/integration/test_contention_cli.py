@@ -75,9 +75,11 @@ def test_bench_allocation_prints_percentiles(small_cluster, tmp_path):
 def test_a_burst_schedules_every_pod_around_the_claims_allocated_beforehand(small_cluster, tmp_path):
     """2 simulated nodes x 4 devices, node 0's four held by claims whose status was written directly:
     the scheduler counts them as taken, so all four burst pods land on node 1."""
-    from dra_harness.bench.burst import burst
+    from dra_harness.bench.burst import API_SERVER_SERIES, burst
 
     result = burst(small_cluster.kube(), "burstit", "test", 2, 4, 4, 4, tmp_path, timeout=120)
     assert result["scheduled"] == 4, result
+    # The API server's counters were read before and after (a movement, never negative).
+    assert set(result["api_server"]) == set(API_SERVER_SERIES) and min(result["api_server"].values()) >= 0, result
     assert list(result["pods_per_node"].values()) == [4] and next(iter(result["pods_per_node"])).endswith("-1"), result
     assert result["creation_per_s"] and result["created_to_scheduled_per_s"], result

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness.bench.throughput import samples, summarise
+from dra_harness.checks import metrics as prom
 from dra_harness.contention import metrics
 from dra_harness.contention.bench import bench_scenario, take_down
 from dra_harness.contention.recorder import Recorder
@@ -31,6 +32,27 @@ from dra_harness.kube.rest import Kube
 
 #: Pods never finish during a burst (upstream's do not run at all): their devices stay taken.
 _HOLD_S = 3600.0
+
+#: Where a burst's time goes that the rate alone hides. The API server's watch cache closes a watcher
+#: whose buffer stays full once its dispatch budget (100 ms, refilled 50 ms/s) is spent; every closed
+#: watcher relists (the scheduler's and KWOK's included), and KWOK's relist replays its ready stage for
+#: pods whose patch is in flight: a second pod IP, refused with 422.
+API_SERVER_SERIES = {
+    "watchers_closed_pods": prom.series("apiserver_terminated_watchers_total", resource="pods"),
+    "watchers_closed_claims": prom.series("apiserver_terminated_watchers_total", resource="resourceclaims"),
+    "pod_status_patches_refused": prom.series("apiserver_request_total", resource="pods", subresource="status",
+                                              verb="PATCH", code="422"),
+}
+
+
+def api_server_counts(kube: Kube) -> dict[str, float]:
+    """The :data:`API_SERVER_SERIES` now (empty where the API server's /metrics cannot be read)."""
+    try:
+        text = kube.raw("/metrics", timeout=20)
+    except (rest.ApiError, rest.Unreachable):
+        return {}
+    got = prom.read(text, list(API_SERVER_SERIES.values()))
+    return {name: got.get(prom.key(s), 0.0) for name, s in API_SERVER_SERIES.items()}
 
 
 class BurstError(ClusterError):
@@ -71,6 +93,7 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
         names = [f"b-{i}" for i in range(pods)]
         arrivals: list[dict[str, Any]] = [{"name": n, "tier": "bench", "at": 0.0,
                                            "body": topo.pod("shared", n, "bench", _HOLD_S)} for n in names]
+        before = api_server_counts(kube)
         t0 = time.time() + 1.0
         sent = send_arrivals(kube, ns, arrivals, t0, timeout=timeout)
         sent = [s for s in sent if "locust" not in s]
@@ -85,14 +108,17 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
             time.sleep(0.25)
         else:
             raise BurstError(f"{pods - done} of {pods} burst pods not scheduled after {timeout:.0f} s")
+        after = api_server_counts(kube)
     finally:
         take_down(kube, topo, rec, ns)
     return summarise_burst(rec, names, sorted(s["sent"] for s in sent), k8s_version, nodes, devices_per_node,
-                           init_claims, out, time.monotonic() - started)
+                           init_claims, out, time.monotonic() - started,
+                           {k: int(after[k] - before[k]) for k in after if k in before})
 
 
 def summarise_burst(rec: Recorder, names: list[str], sends: list[float], k8s_version: str, nodes: int,
-                    devices_per_node: int, init_claims: int, out: Path, wall_s: float) -> dict[str, Any]:
+                    devices_per_node: int, init_claims: int, out: Path, wall_s: float,
+                    api_server: dict[str, int] | None = None) -> dict[str, Any]:
     with rec.lock:
         jobs = [rec.jobs[n] for n in names if n in rec.jobs]
     first = min(j.created for j in jobs if j.created)
@@ -109,6 +135,7 @@ def summarise_burst(rec: Recorder, names: list[str], sends: list[float], k8s_ver
         "pod_wait_s": {k: metrics.percentile([j.scheduled - j.created for j in jobs if j.scheduled and j.created], q)
                        for k, q in (("p50", 50), ("p95", 95), ("p99", 99))},
         "wall_s": round(wall_s, 1),
+        "api_server": api_server or {},
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"burst-{nodes}nodes-{len(names)}pods.json").write_text(json.dumps(result, indent=1))

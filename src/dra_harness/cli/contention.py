@@ -207,4 +207,8 @@ def _bench_burst(workload: str, k8s_version: str, cluster_name: str | None, run_
                   f"created -> scheduled {result['created_to_scheduled_per_s'] or 0:.1f} pods/s, "
                   f"created -> allocated {result['created_to_allocated_per_s'] or 0:.1f} pods/s, "
                   f"pods created at {result['creation_per_s'] or 0:.1f}/s; {result['wall_s']:.0f} s", highlight=False)
+    if api := result["api_server"]:
+        console.print(f"API server during the burst: watchers closed for falling behind {api['watchers_closed_pods']} "
+                      f"(pods), {api['watchers_closed_claims']} (claims); pod status patches refused (422) "
+                      f"{api['pod_status_patches_refused']}", highlight=False)
     console.print(f"JSON: {out}")
