@@ -51,6 +51,20 @@ def alive(pid: int) -> bool:
     return True
 
 
+def lineage(pid: int | None = None) -> set[int]:
+    """``pid`` (default: this process) and every process it descends from, read from /proc."""
+    out, current = set(), pid or os.getpid()
+    while current > 0 and current not in out:
+        out.add(current)
+        try:
+            with open(f"/proc/{current}/stat") as f:
+                # The command name may hold spaces and parentheses: the parent pid follows the last ")".
+                current = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return out
+
+
 def _interrupt(signum: int, frame: object) -> None:
     # Only the first SIGTERM interrupts: a second one, or one during the cleanup, would abandon
     # the deletes that leave the cluster as we found it (CI follows up with SIGKILL if it must).

@@ -347,3 +347,31 @@ def test_a_report_dir_that_is_a_file_fails_pytest_in_one_line(tmp_path):
     afile = tmp_path / "a-file"
     afile.write_text("")
     assert_one_line(pytest_process([f"--report-dir={afile}"]), afile, "is a file, not a directory", prefix=PYTEST_PREFIX)
+
+
+def test_a_run_id_whose_cluster_belongs_to_a_live_run_fails_pytest_in_one_line_and_leaves_that_cluster():
+    """A second run given a running run's id would reuse its embedded cluster, then tear it down under it."""
+    from dra_harness import providers
+    from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+    from dra_harness.providers.embedded.state import ClusterState
+
+    run_id = f"taken-{os.urandom(3).hex()}"
+    cluster = LocalCluster(f"run-{run_id}")
+    owner = subprocess.Popen(["sleep", "120"])  # not this process, nor one it descends from
+    try:
+        cluster.state_dir.mkdir(parents=True)
+        cluster._save(ClusterState(spec=ClusterSpec(name=cluster.name, owner_pid=owner.pid), ports={}, binaries={}))
+        assert_one_line(pytest_process([f"--run-id={run_id}"]), run_id, f"belongs to a run still going (pid {owner.pid})",
+                        prefix=PYTEST_PREFIX)
+        assert cluster.state() is not None, "the refused run removed the other run's cluster"
+        # Controls: the run that owns it (here: one this process descends from) and a run whose owner is gone pass.
+        cluster._save(ClusterState(spec=ClusterSpec(name=cluster.name, owner_pid=os.getppid()), ports={}, binaries={}))
+        providers.create({}, run_id).check_inputs()
+        owner.kill()
+        owner.wait()
+        cluster._save(ClusterState(spec=ClusterSpec(name=cluster.name, owner_pid=owner.pid), ports={}, binaries={}))
+        providers.create({}, run_id).check_inputs()
+    finally:
+        owner.kill()
+        owner.wait()
+        cluster.down()  # not only its directory: were the check gone, the run would have started a cluster there

@@ -44,3 +44,16 @@ def test_a_cleanup_nobody_interrupted_leaves_the_handler_in_place():
     with lifetime.cleaning_up():
         pass
     assert signal.getsignal(signal.SIGTERM) is lifetime._interrupt
+
+
+def test_a_process_descends_from_its_parent_and_not_from_its_child():
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert {os.getpid(), os.getppid()} <= lifetime.lineage()
+        assert os.getpid() in lifetime.lineage(child.pid)
+        assert child.pid not in lifetime.lineage()
+    finally:
+        child.kill()
+        child.wait()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from dra_harness import lifetime
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import InputError
@@ -77,6 +78,11 @@ class EmbeddedProvider(Provider):
         name = self.options.get("cluster_name")
         if name and LocalCluster(name).state() is None:
             raise InputError(f"--cluster-name {name}: no running embedded cluster of that name")
+        owner = (st := self.cluster.state()) and st.spec.owner_pid
+        # A run's cluster is its own: another run given the same id would reuse it, then tear it down under the first.
+        if not name and owner and lifetime.alive(owner) and owner not in lifetime.lineage():
+            raise InputError(f"--run-id {self.run_id}: the embedded cluster {self.cluster.name} belongs to a run still "
+                             f"going (pid {owner}); give this run another id")
         real = self.options.get("real_nodes") or 0
         reason = unavailable_reason() if real else None
         if reason:
