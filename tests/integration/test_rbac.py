@@ -237,7 +237,7 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
         cluster, bound, tmp_path):
     """``dra-harness-contention`` and the node-lease Role (``--allow-contention --simulated-nodes``): RBAC
     grants node, slice and lease writes, and the policy narrows them to what the run itself made."""
-    kube, everyday_ns, _ = bound
+    kube, everyday_ns, disruptor_ns = bound
     subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": everyday_ns}]
     tenant, sim = f"{everyday_ns}-tenant", f"ctn-{everyday_ns}"[:60]
     kube.create(rest.NAMESPACES, {"metadata": {"name": tenant}})
@@ -290,6 +290,10 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
         _denied_by_policy(lambda: sa.request("POST", LEASES.path("kube-node-lease"), lease(real), params=dry))
         _denied_by_policy(lambda: sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c"}}, dry_run=True))
         sa.delete(rest.NODES, sim)  # control: its own node it may delete
+        # The node policy leaves a real node's cordon to the disruptive role, as before.
+        disruptor = connect(str(_token_kubeconfig(kube, Path(cluster.kubeconfig), disruptor_ns, tmp_path / "d")[0]))
+        disruptor.request("PATCH", rest.NODES.path(None, real), {"spec": {"unschedulable": True}}, params=dry,
+                          content_type="application/merge-patch+json")
     finally:
         kube.delete(rest.NODES, sim)
         kube.delete(BINDINGS, f"{everyday_ns}-contention")
