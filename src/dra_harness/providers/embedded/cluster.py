@@ -166,10 +166,8 @@ class LocalCluster:
         for component in ("etcd", "kube-apiserver"):
             self._start_control_plane_component(component, state)
         kube = self.kube()
-        # The rest starts once it serves, not once its post-start hooks are done (1.5 s more here), as a
-        # kubeadm control plane's static pods start together: their clients retry until it answers.
-        self._wait_ready(kube, "kube-apiserver to serve", "/healthz/ping", deadline)
-        state.timings["apiserver_serving"] = time.monotonic() - t0
+        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
+        state.timings["apiserver_ready"] = time.monotonic() - t0
 
         say("starting controller-manager, scheduler and kwok")
         for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
@@ -180,11 +178,10 @@ class LocalCluster:
         say(f"starting {spec.nodes} example-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
-        say("waiting for the API server's readiness, nodes Ready and ResourceSlices")
-        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
-        state.timings["apiserver_ready"] = time.monotonic() - t0
-        if spec.real_nodes:  # a kubelet's TLS bootstrap needs the bootstrapped roles
+        if spec.real_nodes:
             realcluster.start(self, state, pki, say)
+
+        say("waiting for nodes Ready and ResourceSlices")
         self._wait_nodes_ready(kube, spec, deadline)
         state.timings["nodes_ready"] = time.monotonic() - t0
         self._wait_slices(kube, spec, deadline)
