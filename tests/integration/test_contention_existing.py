@@ -34,7 +34,8 @@ from dra_harness.kube.waits import WaitError
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL, RUN_LABEL
 from dra_harness.providers.embedded.realnode import unavailable_reason
-from dra_harness.providers.handle import sweep_run
+from dra_harness.providers.handle import NODE_LEASE_NAMESPACE, sweep_run
+from dra_harness.providers.lock import LEASES
 from dra_harness.components.images import KWOK_IMAGE, kwok_image, tarball
 from dra_harness.errors import ClusterError
 from dra_harness.providers import incluster_kwok, simulated_nodes
@@ -76,8 +77,13 @@ def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_
     assert len(designs) == 1 and all(verdicts[t] == "passed" for t in designs), verdicts
     assert all(o == "passed" for o in verdicts.values()), verdicts
     kube = small_cluster.kube()
-    assert twin.leftovers(kube) == [], twin.leftovers(kube)
+    assert twin.leftovers(kube) == [], twin.leftovers(kube)  # the simulated nodes' leases included
     assert _kwok_processes() == [], "the local KWOK outlived the run"
+    # Negative control: a node lease whose node is gone is a leftover.
+    orphan = {"metadata": {"name": "ctn-orphan"}, "spec": {"holderIdentity": "x"}}
+    kube.create(LEASES, orphan, NODE_LEASE_NAMESPACE)
+    assert f"Lease {NODE_LEASE_NAMESPACE}/ctn-orphan" in twin.leftovers(kube)
+    kube.delete(LEASES, "ctn-orphan", NODE_LEASE_NAMESPACE)
 
     # Negative control: not allowed, so the suite skips and says which flags it needs.
     out = _run(small_cluster, tmp_path / "refused", "--simulated-nodes", "16")
@@ -107,12 +113,17 @@ def test_the_run_sweep_deletes_its_simulated_nodes_and_never_a_node_it_only_labe
     topo.create()
     other = next(n["metadata"]["name"] for n in kube.list(rest.NODES) if not n["metadata"]["name"].startswith("ctn-"))
     kube.patch(rest.NODES, other, {"metadata": {"labels": {RUN_LABEL: run_id}}})
+    # A lease KWOK wrote before its node reached its cache has no owner: the garbage collector would leave it.
+    kube.patch(LEASES, topo.nodes[0], {"metadata": {"ownerReferences": None}}, NODE_LEASE_NAMESPACE)
     try:
         left = sweep_run(kube, run_id, timeout=60)
         assert left == [], left
         names = {n["metadata"]["name"] for n in kube.list(rest.NODES)}
         assert not set(topo.nodes) & names, "the run's simulated nodes outlived its sweep"
         assert other in names, "the sweep deleted a node the run had only labelled"
+        leases = {o["metadata"]["name"] for o in kube.list(LEASES, NODE_LEASE_NAMESPACE)}
+        assert topo.nodes[0] not in leases, "the sweep left a simulated node's lease"
+        assert other in leases, "the sweep deleted the lease of a node the run had only labelled"
     finally:
         kube.patch(rest.NODES, other, {"metadata": {"labels": {RUN_LABEL: None}}})
         topo.delete()

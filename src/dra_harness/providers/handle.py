@@ -311,6 +311,10 @@ def grant_namespace_role(kube: Kube, namespace: str, timeout: float = 15.0) -> N
                             "needs the `bind` grant of role dra-harness)") from None
 
 
+#: Where kubelets, and KWOK for simulated nodes, keep each node's lease (named after the node).
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
 def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:
     """Delete everything labelled with ``run_id`` (kept namespaces aside) and wait until it is gone.
 
@@ -327,6 +331,12 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
         for obj in _ours(kube, res, namespace, sel):
             kube.delete(res, obj["metadata"]["name"], namespace)
+            if res is rest.NODES:  # its KWOK's node lease (unlabelled); the garbage collector only takes one it owns
+                try:
+                    kube.delete(LEASES, obj["metadata"]["name"], NODE_LEASE_NAMESPACE)
+                except rest.ApiError as e:
+                    if e.status != 403:  # the lease Role not bound: left to the garbage collector
+                        raise
     for ns in kube.list(rest.NAMESPACES, label_selector=selector):
         kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
     try:

@@ -23,7 +23,7 @@ import yaml
 from dra_harness import data
 from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
-from dra_harness.providers.handle import NAMESPACE_ROLE, cluster_scoped_kinds
+from dra_harness.providers.handle import NAMESPACE_ROLE, NODE_LEASE_NAMESPACE, cluster_scoped_kinds
 from dra_harness.providers.lock import LEASES
 from dra_harness.providers.kind.apply import apply_all
 from dra_harness.kube import builders, rest
@@ -238,6 +238,9 @@ def leftovers(kube: Kube) -> list[str]:
         selector = None if res.kind == "DeviceTaintRule" else RUN_LABEL
         left += [f"{res.kind}/{o['metadata']['name']}" for o in kube.list(res, label_selector=selector)]
     left += [f"Lease/{o['metadata']['name']}" for o in kube.list(LEASES, "default", label_selector=RUN_LABEL)]
+    nodes = {n["metadata"]["name"] for n in kube.list(rest.NODES)}  # a simulated node's lease outliving it
+    left += [f"Lease {NODE_LEASE_NAMESPACE}/{name}" for o in kube.list(LEASES, NODE_LEASE_NAMESPACE)
+             if (name := o["metadata"]["name"]) not in nodes]
     # Node labels and taints are compared whole by :func:`others`; here only a run's own label.
     left += [f"label {RUN_LABEL} on node {n['metadata']['name']}" for n in kube.list(rest.NODES, label_selector=RUN_LABEL)]
     return left
