@@ -52,9 +52,9 @@ def alive(pid: int) -> bool:
 
 
 def lineage(pid: int | None = None) -> set[int]:
-    """``pid`` (default: this process) and every process it descends from, read from /proc."""
+    """``pid`` (default: this process) and every process it descends from but init, read from /proc."""
     out, current = set(), pid or os.getpid()
-    while current > 0 and current not in out:
+    while current > 1 and current not in out:
         out.add(current)
         try:
             with open(f"/proc/{current}/stat") as f:

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_harness import lifetime
+
 log = logging.getLogger(__name__)
 
 
@@ -114,7 +116,7 @@ class Supervisor:
         """Stop one process group: ``sig`` first, SIGKILL after ``grace`` seconds."""
         tracked = self.get(name)
         if tracked is not None:
-            if tracked.pid not in _ancestors():  # the watchdog running `down` spares itself
+            if tracked.pid not in lifetime.lineage():  # the watchdog running `down` spares itself
                 log.info("stopping %s (pid %d, %s)", name, tracked.pid,
                          "SIGKILL" if sig == signal.SIGKILL else f"{signal.Signals(sig).name}, SIGKILL after {grace:.0f}s")
                 stop_group(tracked, grace, sig)
@@ -170,24 +172,12 @@ def _signal(pid: int, sig: int) -> None:
 def strays(state_dir: Path) -> list[int]:
     """Pids of live processes whose command line names ``state_dir``."""
     needle = str(state_dir) + os.sep
-    spared = _ancestors()
+    spared = lifetime.lineage()  # a test run pointed at the cluster is not a stray
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) not in spared:
             if needle in cmdline(int(entry.name)) and process_start_time(int(entry.name)):
                 pids.append(int(entry.name))
-    return pids
-
-
-def _ancestors() -> set[int]:
-    """This process and its parents: a test run pointed at the cluster is not a stray."""
-    pids, pid = set(), os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
     return pids
 
 
