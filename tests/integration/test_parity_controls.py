@@ -5,7 +5,8 @@
 - a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made;
 - without admin access, a claim for a device another pod holds waits (what admits the admin claim is admin access);
 - without the driver's webhook, the invalid config the webhook check asks about is admitted; with it, the webhook's
-  server is in a network namespace of its own, and the host's only listener for it is on loopback.
+  server is in a network namespace of its own, and the host's only listener for it is on loopback;
+- two tests' webhooks at once (xdist workers share a cluster): stopping one leaves the other answering.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dra_harness.checks import config_webhook
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
+from dra_harness.providers.embedded import driver_webhook
 
 
 def test_pods_of_a_group_with_claims_of_their_own_are_caught_holding_two_gpus(handle):
@@ -82,7 +84,7 @@ def test_without_the_drivers_webhook_an_invalid_config_is_admitted_and_with_it_n
     name = handle.provider.start_driver_webhook("controls", "controls")
     try:
         assert config_webhook.REFUSAL in (config_webhook.refusal(handle.kube, res, bad, "controls") or "")
-        relay = handle.provider.embedded.supervisor.get("driver-webhook").pid
+        relay = handle.provider.embedded.supervisor.get(driver_webhook.process_name("controls")).pid
         server = int(Path(f"/proc/{relay}/task/{relay}/children").read_text().split()[0])
         assert os.readlink(f"/proc/{server}/ns/net") != os.readlink("/proc/self/ns/net"), "the webhook shares the host's network"
         # The relay's socket was bound before it left the host's namespace: the host sees it, on loopback only.
@@ -91,3 +93,21 @@ def test_without_the_drivers_webhook_an_invalid_config_is_admitted_and_with_it_n
         assert {a.rsplit(":", 1)[1] for a in _listening(server, server)} == {"8443"}, _listening(server, server)
     finally:
         handle.provider.stop_driver_webhook(name)
+
+
+def test_a_webhook_stopped_for_one_namespace_leaves_another_namespaces_webhook_answering(handle):
+    """The suites' xdist workers share one cluster; a webhook per test namespace must not be one process."""
+    handle.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls-2"}})
+    res, bad = config_webhook.config_object("ResourceClaim", "v1", handle.device_class, handle.driver, "InvalidInterval")
+    first = handle.provider.start_driver_webhook("controls", "controls")
+    second = handle.provider.start_driver_webhook("controls-2", "controls")
+    try:
+        handle.provider.stop_driver_webhook(first)
+        assert config_webhook.REFUSAL in (config_webhook.refusal(handle.kube, res, bad, "controls-2") or ""), \
+            "stopping the first namespace's webhook ended the second's"
+        assert config_webhook.refusal(handle.kube, res, bad, "controls") is None, "the first webhook is still registered"
+    finally:
+        handle.provider.stop_driver_webhook(second)
+        handle.kube.delete(rest.NAMESPACES, "controls-2")
+    pki = handle.provider.embedded.state_dir / "pki"
+    assert not list(pki.glob(f"{driver_webhook.PROCESS}-*")), "the webhooks' serving certificates were left"

@@ -6,8 +6,10 @@ would fail to prepare. Its chart needs cert-manager for a serving certificate; h
 cluster's own CA issues one for 127.0.0.1. The binary listens on ``:<port>`` without asking
 callers for credentials, so it runs confined (:mod:`.confine`): in a network namespace of its
 own, reached only through a port on the host's loopback. Its ValidatingWebhookConfiguration
-covers only the namespaces it is started for (a test's), so no other test's claims depend on
-it, and carries the run's label, so a sweep removes it if the run dies first.
+covers only the namespace it is started for (a test's), so no other test's claims depend on
+it, and carries the run's label, so a sweep removes it if the run dies first. Each namespace
+gets a process and a certificate of its own: pytest-xdist workers share one cluster, and one
+worker's ``stop`` must not end the webhook another worker's test is calling.
 """
 
 from __future__ import annotations
@@ -47,21 +49,20 @@ def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu
     binary = st.binaries.get("dra-example-webhook")
     if binary is None:
         raise ClusterError(f"cluster {cluster.name!r} was built without dra-example-webhook; recreate it")
-    directory = cluster.state_dir / "driver-webhook"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    serving = PKI(cluster.state_dir / "pki").load().issue("driver-webhook", "driver-webhook", hosts=("127.0.0.1",), client=False)
-    port = free_ports(["driver-webhook"])["driver-webhook"]
+    process = process_name(namespace)
+    serving = PKI(cluster.state_dir / "pki").load().issue(process, PROCESS, hosts=("127.0.0.1",), client=False)
+    port = free_ports([process])[process]
     argv = [sys.executable, "-m", "dra_harness.providers.embedded.confine", f"--listen={port}", f"--to={INNER_PORT}", "--",
             binary, f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--port={INNER_PORT}",
             f"--driver-name={driver}"]
-    cluster.supervisor.start(PROCESS, argv)
+    cluster.supervisor.start(process, argv)
     ca = cluster.state_dir / "pki" / "ca.crt"
     try:
         _wait_ready(port, ca)
     except NotYet:
-        cluster.supervisor.stop(PROCESS, grace=1)
+        cluster.supervisor.stop(process, grace=1)
         raise ClusterError(f"the driver's webhook did not answer within {READY_DEADLINE_S:.0f} s; its log: "
-                           f"{cluster.supervisor.log_tail(PROCESS, 5).strip()[-400:]}") from None
+                           f"{cluster.supervisor.log_tail(process, 5).strip()[-400:]}") from None
     name = f"{namespace}.{driver}"
     cluster.kube().create(rest.VALIDATING_WEBHOOK_CONFIGURATIONS, {
         "metadata": {"name": name, "labels": {RUN_LABEL: run_id}},
@@ -83,10 +84,19 @@ def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu
 
 def stop(cluster: LocalCluster, name: str) -> None:
     """Unregister first (a configuration whose webhook is gone fails its namespace's claims), then stop it."""
+    process = process_name(name.split(".", 1)[0])  # a namespace's name has no dot
     try:
         cluster.kube().delete(rest.VALIDATING_WEBHOOK_CONFIGURATIONS, name)
     finally:
-        cluster.supervisor.stop(PROCESS, grace=5)
+        cluster.supervisor.stop(process, grace=5)
+        identity = PKI(cluster.state_dir / "pki").identity(process)
+        for path in (identity.cert, identity.key):
+            path.unlink(missing_ok=True)
+
+
+def process_name(namespace: str) -> str:
+    """The supervisor's name for the webhook serving ``namespace``."""
+    return f"{PROCESS}-{namespace}"
 
 
 def _wait_ready(port: int, ca_file: Path) -> None:
