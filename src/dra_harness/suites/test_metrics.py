@@ -22,14 +22,19 @@ serve is a failure naming it. Negative control: pods without claims move none of
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
 
 from dra_harness.checks import metrics
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running, wait_unschedulable
+from dra_harness.retrying import NotYet, until
 
 pytestmark = [pytest.mark.exclusive]
+log = logging.getLogger(__name__)
 PODS = 3
 S, E = metrics.series, metrics.expect
 
@@ -101,7 +106,7 @@ def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster
         except rest.ApiError as e:
             pytest.skip(f"the kubelet's /metrics on {node} cannot be read through the API server: {e.status} {e.message[:150]}")
 
-    before = read()
+    before = _settled(read, cluster.kube, node, cluster.driver)
     cluster.template(namespace, "one", cluster.request())
     cluster.kube.create(rest.PODS, probe_pod("kubelet-metrics", cluster.run_id, cluster.probe_image, node,
                                              {"gpu": {"template": "one"}}), namespace)
@@ -109,3 +114,43 @@ def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster
     moved = metrics.settle({"kubelet": read}, {"kubelet": kubelet(cluster.driver)}, {"kubelet": before})["kubelet"]
     evidence.record(node=node, moved=moved.moved, still=moved.still, absent=moved.absent)
     assert not moved.problems(), moved.problems()
+
+
+def _settled(read, kube: rest.Kube, node: str, driver: str, timeout: float = 60.0) -> str:
+    """The kubelet's metrics once its claims-in-use gauge agrees with the API: an earlier test's claim
+    the kubelet has not unprepared yet would drop out while ours comes in, and the gauge would not move
+    (seen once in a main job: 1 before, 1 after)."""
+    gauge = metrics.series("dra_resource_claims_in_use", driver_name=driver)
+    text = ""
+
+    def agrees() -> None:
+        nonlocal text
+        text = read()
+        counted = metrics.read(text, [gauge]).get(metrics.key(gauge), 0.0)
+        held = _claims_held_on(kube, node, driver)
+        if counted != len(held):
+            raise NotYet(f"the kubelet on {node} counts {counted:g} claims of {driver} in use; the API shows "
+                         f"{len(held)} held by pods there ({', '.join(sorted(held)) or 'none'})")
+
+    until(time.monotonic() + timeout, 1.0, log, "the kubelet's claims-in-use gauge")(agrees)
+    return text
+
+
+def _claims_held_on(kube: rest.Kube, node: str, driver: str) -> set[str]:
+    """``namespace/claim`` of each claim with a device of ``driver`` that a pod on ``node`` holds (not yet terminated)."""
+    held: set[str] = set()
+    for pod in kube.list(rest.PODS, field_selector=f"spec.nodeName={node}"):
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        ns = pod["metadata"]["namespace"]
+        names = {s.get("resourceClaimName") for s in pod["status"].get("resourceClaimStatuses") or []}
+        names |= {c.get("resourceClaimName") for c in pod["spec"].get("resourceClaims") or []}
+        for name in names - {None}:
+            try:
+                claim = kube.get(rest.RESOURCE_CLAIMS, name, ns)
+            except rest.ApiError:
+                continue  # gone: the kubelet will drop it too
+            results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+            if any(r.get("driver") == driver for r in results):
+                held.add(f"{ns}/{name}")
+    return held
