@@ -117,6 +117,20 @@ def test_a_tolerable_wait_within_ten_floors_gets_no_verdict_either_way():
     assert {t["tier"]: t["verdict"] for t in metrics.tiers(sc, jobs, fast, {})}["hi"] == "meets"
 
 
+def test_the_chosen_compression_keeps_the_shortest_tolerable_wait_twenty_floors_and_never_exceeds_its_bound():
+    sc = load(ROOT / "suites" / "contention-small.yaml")   # hi tolerates 5 min = 300 s
+    # A floor of 0.02 s: 300 s / (20 x 0.02 s) = 750x, where the wait is exactly 20 floors.
+    assert floor_mod.compression([0.02] * 20, sc, most=10_000) == pytest.approx(750)
+    walls = [0.02] * 15 + [0.03] * 5
+    chosen = floor_mod.compression(walls, sc, most=10_000)
+    assert 300 / chosen >= 20 * metrics.percentile(walls, 95)   # rounded down: never under the margin
+    # Bounded: a tiny floor never runs it faster than asked, and no floor measured keeps the bound.
+    assert floor_mod.compression([0.001] * 20, sc, most=1200) == 1200
+    assert floor_mod.compression([], sc, most=1200) == 1200
+    # Negative control: a floor ten times larger cuts the compression tenfold (a slow machine is slowed).
+    assert floor_mod.compression([0.2] * 20, sc, most=10_000) == pytest.approx(75)
+
+
 def test_only_a_verdict_established_at_both_compressions_can_flip():
     def run(compression: float, **verdicts: str) -> list[dict]:
         return [{"design": "shared", "time_compression": compression,

@@ -12,16 +12,22 @@ fails when an established verdict flips: a verdict about the machine halves with
 
 The queue design's jobs pass through Kueue before the scheduler sees them, so its floor is
 measured through Kueue too (a Job admitted, its pod created and Running).
+
+The floor also chooses the compression a suite runs at (:func:`compression`): the shortest
+tolerable wait is kept :data:`MARGIN` floors above it, twice :data:`FACTOR`, since a loaded
+control plane answers slower than the idle one measured here.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from dra_harness.contention import queue
 from dra_harness.contention.metrics import percentile
 from dra_harness.contention.recorder import JOB_NAME_LABEL
 from dra_harness.contention.runner import drop_namespace, run_namespace
+from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import Topology
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
@@ -30,6 +36,8 @@ from dra_harness.kube.waits import watch_until
 
 #: A tolerable wait within this many floors is not established (the issue's 10x).
 FACTOR = 10.0
+#: The shortest tolerable wait a chosen compression leaves: this many floors (p95).
+MARGIN = 20.0
 SAMPLES = 20
 
 
@@ -86,3 +94,12 @@ def summarise(walls: list[float], compression: float, design: str = "shared") ->
         "p95_s": round(p95 * compression, 1), "time_compression": compression, "factor": FACTOR,
         "established_above_s": round(p95 * compression * FACTOR, 1),
     }
+
+
+def compression(walls: list[float], sc: Scenario, most: float) -> float:
+    """The compression at which ``sc``'s shortest tolerable wait is :data:`MARGIN` floors (p95 of
+    ``walls``), at most ``most``; rounded down, since rounding up would put it a hair under the margin."""
+    p95 = percentile(walls, 95) or 0.0
+    shortest = min(t.tolerable_wait_s for t in sc.tiers)
+    chosen = most if p95 <= 0 else min(most, shortest / (MARGIN * p95))
+    return math.floor(chosen * 100) / 100

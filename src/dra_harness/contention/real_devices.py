@@ -15,26 +15,22 @@ the driver's real attributes and the nodes' labels, as the scenario's ``real_dev
 Nothing of the cluster is changed: no node, slice or label is written; classes, priority classes
 and pods carry the run's labels and are deleted after each design (the run sweep catches the rest).
 The cluster's shape replaces the scenario's (``nodes``, ``devices_per_node``, group sizes); the
-time compression is lowered so the shortest tolerable wait is at least :data:`MARGIN` floors
-(:meth:`RealDevices.adapt_compression`): containers start in seconds, not milliseconds.
+time compression is lowered so the shortest tolerable wait is at least
+:data:`dra_harness.contention.floor.MARGIN` floors (:meth:`RealDevices.adapt_compression`): containers start in seconds, not milliseconds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import uuid
 
+from dra_harness.contention import floor
 from dra_harness.contention.scenario import NodeGroup, Scenario, ScenarioError
 from dra_harness.contention.topology import NODE_LABEL, Device, Topology
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
-from dra_harness.contention.metrics import percentile
-
-#: The shortest tolerable wait is at least this many control-plane floors (the issue's 20x).
-MARGIN = 20.0
 
 
 class RealDevices(Topology):
@@ -107,15 +103,10 @@ class RealDevices(Topology):
         return dataclasses.replace(sc, nodes=len(nodes), devices_per_node=per, node_groups=groups)
 
     def adapt_compression(self, floor_walls: list[float]) -> float:
-        """Lower the time compression until the shortest tolerable wait is :data:`MARGIN` floors (p95); returns it."""
-        p95 = percentile(floor_walls, 95) or 0.0
-        shortest = min(t.tolerable_wait_s for t in self.scenario.tiers)
-        chosen = self.scenario.time_compression
-        if p95 > 0:
-            chosen = min(chosen, shortest / (MARGIN * p95))
-        # Rounded down: a rounding up would put the shortest wait a hair under the margin.
-        self.scenario = dataclasses.replace(self.scenario, time_compression=math.floor(chosen * 100) / 100)
-        return self.scenario.time_compression
+        """Lower the time compression until the shortest tolerable wait is :data:`~floor.MARGIN` floors (p95); returns it."""
+        chosen = floor.compression(floor_walls, self.scenario, most=self.scenario.time_compression)
+        self.scenario = dataclasses.replace(self.scenario, time_compression=chosen)
+        return chosen
 
     # -- create / delete: nothing on the nodes -------------------------------------
     def create(self, timeout: float = 120.0) -> None:
