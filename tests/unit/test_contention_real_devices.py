@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.contention.real_devices import MARGIN, RealDevices
+from dra_harness.contention.floor import MARGIN
+from dra_harness.contention.real_devices import RealDevices
 from dra_harness.contention.scenario import ScenarioError, load
 from dra_harness.kube import rest
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL

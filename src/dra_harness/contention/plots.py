@@ -1,22 +1,26 @@
 """PNG figures: of one scenario x design run (wait CDF per tier, utilisation over time), and of
 the designs side by side (p95 wait per tier against its tolerable wait).
 
-matplotlib with the Agg backend: no display, safe in CI and under pytest-xdist.
+matplotlib's object API with the Agg canvas, never pyplot: no display and no global figure state,
+so designs run in threads at once (the contention suite) draw their figures side by side safely.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after choosing the backend
+
+def _figure(width: float, height: float) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, height), dpi=110)
+    return fig, fig.subplots()
 
 
 def wait_cdf(path: Path, title: str, waits: dict[str, list[float]], tolerable: dict[str, float] | None,
              unit: float = 60.0, xlabel: str = "wait from created to running (scenario minutes; dashed: tolerable)") -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig, ax = _figure(7, 4.2)
     for i, (tier, values) in enumerate(waits.items()):
         color = f"C{i}"
         if values:
@@ -33,7 +37,7 @@ def wait_cdf(path: Path, title: str, waits: dict[str, list[float]], tolerable: d
 
 
 def utilisation(path: Path, title: str, samples: list[list[float]], reserved: int = 0) -> None:
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    fig, ax = _figure(7, 3.6)
     if samples:
         t = [s[0] / 3600 for s in samples]
         ax.plot(t, [s[1] for s in samples], color="C0", label="devices held")
@@ -49,7 +53,7 @@ def designs(path: Path, title: str, results: list[dict]) -> None:
     """One bar per design in each tier's group: its p95 wait (scenario minutes, log scale), the tier's
     tolerable wait dashed; a tier with lost jobs is hatched, since its p95 leaves those out."""
     tiers = [t["tier"] for t in results[0]["tiers"]] if results else []
-    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    fig, ax = _figure(7.5, 4.2)
     width = 0.8 / max(1, len(results))
     for i, r in enumerate(results):
         by = {t["tier"]: t for t in r["tiers"]}
@@ -68,10 +72,9 @@ def designs(path: Path, title: str, results: list[dict]) -> None:
     _save(fig, ax, path, title)
 
 
-def _save(fig, ax, path: Path, title: str) -> None:
+def _save(fig: Figure, ax: Any, path: Path, title: str) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
