@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
+
+from dra_harness.errors import ClusterError
 from dra_harness.providers.embedded.processes import Supervisor, Tracked, strays
 
 
@@ -23,6 +27,27 @@ def test_a_started_process_is_tracked_and_stopped_with_its_children(tmp_path):
     assert sup.tracked() == []
     out = subprocess.run(["pgrep", "-f", f"sleep 60 & wait; : {tmp_path}/marker"], capture_output=True, text=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_name_whose_process_runs_is_not_started_twice_and_is_once_it_is_gone(tmp_path):
+    sup = Supervisor(tmp_path)
+    first = sup.start("webhook", ["sleep", "60"])
+    try:
+        # Negative control of the old behaviour: the second start overwrote the first's pid file.
+        with pytest.raises(ClusterError, match=rf"webhook is already running \(pid {first.pid}"):
+            sup.start("webhook", ["sleep", "60"])
+        assert sup.get("webhook") == first and first.alive()
+    finally:
+        sup.stop("webhook", grace=0.5)
+    again = sup.start("webhook", ["sleep", "60"])  # stopped: its name is free
+    os.kill(again.pid, signal.SIGKILL)
+    sup.exited("webhook")
+    deadline = time.monotonic() + 5
+    while again.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    third = sup.start("webhook", ["sleep", "60"])  # died by itself, pid file left: free too
+    sup.stop("webhook", grace=0.5)
+    assert third.pid != again.pid and sup.tracked() == []
 
 
 def test_a_reused_pid_is_not_treated_as_ours(tmp_path):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness import lifetime
+from dra_harness.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,12 @@ class Supervisor:
         self._children: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Tracked:
+        """Start ``name``; refused while a live process of that name is tracked, since its pid file would be
+        overwritten and a later ``stop`` of one caller would end the other's (two xdist workers' webhooks did)."""
+        running = self.get(name)
+        if running is not None and running.alive():
+            raise ClusterError(f"{name} is already running (pid {running.pid}, pid file {self.pid_dir / (name + '.pid')}): "
+                               f"stop it first, or give the second one a name of its own")
         self.pid_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in the finally below, once the child has its own copy
