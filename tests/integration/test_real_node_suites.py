@@ -23,17 +23,19 @@ CONTAINER_CHECKS = (
     "test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepares_it",
     "test_an_init_container_and_a_regular_container_share_one_gpu",
     "test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in_the_container",
+    # Not a container's, but only a real kubelet has it; run after the drain suite, whose claims it must not count.
+    "test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics",
 )
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"no real nodes here: {REASON}")
 def test_container_checks_of_the_suites_pass_on_a_real_node(tmp_path):
     args = [sys.executable, "-m", "pytest", "suites/test_sharing.py", "suites/test_driver_restart.py",
-            "suites/test_node_drain.py", "suites/test_parity.py", "-q", "-p", "no:cacheprovider", "--real-nodes", "1",
+            "suites/test_node_drain.py", "suites/test_parity.py", "suites/test_metrics.py", "-q", "-p", "no:cacheprovider", "--real-nodes", "1",
             f"--report-dir={tmp_path}"]
     started = time.monotonic()
     out = subprocess.run(args, capture_output=True, text=True, timeout=900)
-    print(f"sharing, driver-restart, drain and parity suites with a real node: {time.monotonic() - started:.1f}s wall")
+    print(f"sharing, driver-restart, drain, parity and metrics suites with a real node: {time.monotonic() - started:.1f}s wall")
     assert out.returncode == 0, out.stdout[-4000:]
     lines = [json.loads(line) for line in (tmp_path / "evidence.jsonl").read_text().splitlines()]
     ran = {line["test"].split("::")[-1].split("[")[0] for line in lines if line["outcome"] == "passed"}
