@@ -1,8 +1,8 @@
 """PNG figures: of one scenario x design run (wait CDF per tier, utilisation over time), and of
 the designs side by side (p95 wait per tier against its tolerable wait).
 
-matplotlib's object API with the Agg canvas, never pyplot: no display and no global figure state,
-so designs run in threads at once (the contention suite) draw their figures side by side safely.
+matplotlib's object API, never pyplot: no display, no backend to choose and no global figure
+state, so a figure may be drawn from any thread (CI, pytest-xdist, a caller's worker thread).
 """
 
 from __future__ import annotations

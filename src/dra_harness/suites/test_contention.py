@@ -15,11 +15,12 @@ On a cluster the run did not create, ``--allow-contention`` runs the jobs on the
 nodes labelled ``dra-harness.io/contention-allowed=true`` (:mod:`dra_harness.contention.real_devices`),
 or, with ``--simulated-nodes N``, on simulated nodes of the run's own KWOK.
 ``DRA_HARNESS_CONTENTION_DESIGNS`` names the designs (default ``shared,reserved,pools``):
+``queue`` starts Kueue beside the embedded cluster, whose first build takes about 7 minutes,
+so the main job leaves it to ``contention run`` unless asked.
 On simulated nodes a design runs faster than its file's ``time_compression`` where the control-plane
 floor just measured leaves the shortest tolerable wait 20 floors (at most 4x;
 ``DRA_HARNESS_CONTENTION_COMPRESSION=file`` keeps the file's); on real devices, slower until it does.
-``queue`` starts Kueue beside the embedded cluster, whose first build takes about 7 minutes,
-so the main job leaves it to ``contention run`` unless asked.
+The designs run one after another: run at once, their load on the one scheduler moved their waits.
 """
 
 from __future__ import annotations
