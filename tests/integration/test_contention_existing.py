@@ -182,9 +182,14 @@ def test_the_contention_suite_runs_on_the_real_devices_of_the_nodes_labelled_for
 def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_nothing_is_left(real_cluster, tmp_path):
     kube = real_cluster.kube()
     realcluster.import_images(real_cluster, real_cluster.state(), "real-node-0", [tarball(kwok_image())])
+    # As a ServiceAccount holding only deploy/rbac's roles (contention's included): it binds the shipped
+    # dra-harness-kwok role to its KWOK, since it may not create a ClusterRole of its own.
+    if not kube.list(rest.NAMESPACES, field_selector="metadata.name=dra-example-driver"):
+        kube.create(rest.NAMESPACES, {"metadata": {"name": "dra-example-driver"}})  # the driver-pods Role's
+    sa = twin.serviceaccount_kubeconfig(kube, real_cluster.kubeconfig, tmp_path / "sa-kubeconfig", contention=True)
     # As on a user's cluster: the image is on the node, the run is told its name and where the pod may go.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(real_cluster.kubeconfig),
+        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(sa),
          "--report-dir", str(tmp_path / "run"), "--allow-contention", "--simulated-nodes", "16", "--kwok-image", KWOK_IMAGE,
          "--kwok-node-selector", "kubernetes.io/hostname=real-node-0", "-k", "test_contention"],
         stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
@@ -192,11 +197,13 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
         env={**os.environ, "DRA_HARNESS_CONTENTION": str(ROOT / "suites" / "contention-small.yaml"),
              "DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
     seen: set[str] = set()
+    roles: set[str] = set()
     try:
         while proc.poll() is None:
             for p in kube.list(rest.PODS, label_selector=f"app.kubernetes.io/name=kwok,{RUN_LABEL}"):
                 if p.get("status", {}).get("phase") == "Running":
                     seen.add(p["spec"]["nodeName"])
+            roles |= {b["roleRef"]["name"] for b in kube.list(rest.CLUSTER_ROLE_BINDINGS, label_selector=RUN_LABEL)}
             # The pod's KWOK is a process of this host too (the real node's container): the local form has --kubeconfig.
             assert not [p for p in _kwok_processes() if "--kubeconfig=" in p], "a local KWOK ran although --kwok-image was given"
             time.sleep(0.5)
@@ -208,6 +215,7 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
     verdicts = {r["test"]: r["outcome"] for r in read_results(tmp_path / "run")}
     assert any("accounted_for" in t for t in verdicts) and all(o == "passed" for o in verdicts.values()), verdicts
     assert seen == {"real-node-0"}, f"KWOK's pod ran on {seen or 'no node'}"
+    assert roles == {"dra-harness-kwok"}, f"KWOK was bound to {roles or 'nothing'}"
     assert twin.leftovers(kube) == [], twin.leftovers(kube)
     assert _kwok_processes() == [], "KWOK's container outlived its Deployment"
 

@@ -289,6 +289,23 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
         _denied_by_policy(lambda: sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of("gpu.example.com"), params=dry))
         _denied_by_policy(lambda: sa.request("POST", LEASES.path("kube-node-lease"), lease(real), params=dry))
         _denied_by_policy(lambda: sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c"}}, dry_run=True))
+        # --kwok-image: the run's KWOK (default ServiceAccount of dra-harness-kwok-<tag>) bound to dra-harness-kwok.
+        kwok_ns = "dra-harness-kwok-rbac"
+
+        def kwok_binding(role: str = "dra-harness-kwok", sa_name: str = "default", labels: dict | None = None) -> dict:
+            return {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": kwok_ns, "labels": ours if labels is None else labels},
+                    "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": kwok_ns}]}
+
+        sa.request("POST", BINDINGS.path(None), kwok_binding(), params=dry)  # control: allowed
+        # RBAC itself refuses any other role (no bind on it, and the harness does not hold cluster-admin's rights).
+        with pytest.raises(rest.ApiError) as escalation:
+            sa.request("POST", BINDINGS.path(None), kwok_binding(role="cluster-admin"), params=dry)
+        assert escalation.value.status == 403 and "dra-harness may" not in escalation.value.message, escalation.value
+        # The policy: the KWOK role to anyone but a run's KWOK, or without the run's label.
+        _denied_by_policy(lambda: sa.request("POST", BINDINGS.path(None), kwok_binding(sa_name="dra-harness"), params=dry))
+        _denied_by_policy(lambda: sa.request("POST", BINDINGS.path(None), kwok_binding(labels={}), params=dry))
         sa.delete(rest.NODES, sim)  # control: its own node it may delete
         # The node policy leaves a real node's cordon to the disruptive role, as before.
         disruptor = connect(str(_token_kubeconfig(kube, Path(cluster.kubeconfig), disruptor_ns, tmp_path / "d")[0]))

@@ -2,10 +2,14 @@
 
 Why: the local form (:mod:`.simulated_nodes`) needs the machine running the harness to reach
 the API server for the whole run, and its KWOK lives only as long as that process; a CI runner
-may be far from the cluster. In the cluster, KWOK talks to its own API server from a pod, with a
-ServiceAccount that holds only what KWOK needs (upstream's ``kwok-controller`` ClusterRole, less
-KWOK's own CRDs, which we do not enable). It manages exactly the nodes annotated with this run's
-tag, as the local form does, with the same pod stages (they are in its image).
+may be far from the cluster. In the cluster, KWOK talks to its own API server from a pod, as its
+namespace's ``default`` ServiceAccount bound to only what KWOK needs (upstream's ``kwok-controller``
+ClusterRole, less KWOK's own CRDs, which we do not enable): a ClusterRole of the run's own where the
+harness may create one (an admin), else ``dra-harness-kwok`` from deploy/rbac, which the contention
+role may bind (``bind`` on that role only; the admission policy lets it bind nothing else, to no
+one but a run's KWOK). So a ServiceAccount holding deploy/rbac's roles needs no admin here either.
+It manages exactly the nodes annotated with this run's tag, as the local form does, with the same
+pod stages (they are in its image).
 
 The image: ``dra-harness.local/kwok:v<version>`` (:func:`dra_harness.components.images.kwok_image`),
 built here from KWOK's module; the cluster's nodes must be able to pull it or have it
@@ -13,7 +17,7 @@ preloaded (``--kwok-image`` names it, ``--kwok-node-selector`` where its pod may
 node, never one of the simulated ones). Where the kubeconfig reaches the API server on loopback
 (a cluster on this host), the pod uses the host's network and that address, as the embedded
 cluster's DaemonSet driver does. Everything carries the run's label: the namespace (with the
-ServiceAccount and Deployment), the ClusterRole and its binding; the run's sweep removes them
+Deployment), the binding and the run's own ClusterRole; the run's sweep removes them
 if the run dies first.
 """
 
@@ -31,10 +35,13 @@ from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.labels import KWOK_ANNOTATION
+from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.providers.simulated_nodes import ANNOTATION
 
 log = logging.getLogger(__name__)
 READY_DEADLINE_S = 120.0
+#: deploy/rbac's copy of :data:`RULES`, bound when the harness may not create a ClusterRole.
+SHIPPED_ROLE = "dra-harness-kwok"
 STOP_DEADLINE_S = 90.0
 #: Upstream's ``kwok-controller`` role (kustomize/rbac/role.yaml, v0.8.0) without its kwok.x-k8s.io CRDs.
 RULES = [
@@ -56,6 +63,8 @@ class ClusterKwok:
     image: str
     node_selector: dict[str, str] = field(default_factory=dict)
     ready_deadline: float = READY_DEADLINE_S
+    #: The ClusterRole bound to KWOK: the run's own (:attr:`name`) or :data:`SHIPPED_ROLE`.
+    role: str = ""
 
     @property
     def annotation(self) -> tuple[str, str]:
@@ -77,7 +86,7 @@ class ClusterKwok:
                 "--server-address=127.0.0.1:0"]
         container: Obj = {"name": "kwok", "image": self.image, "imagePullPolicy": "IfNotPresent", "args": args,
                           "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
-        pod: Obj = {"serviceAccountName": "kwok", "containers": [container], "terminationGracePeriodSeconds": 5}
+        pod: Obj = {"serviceAccountName": "default", "containers": [container], "terminationGracePeriodSeconds": 5}
         if self.node_selector:
             pod["nodeSelector"] = dict(self.node_selector)
         # Never on a simulated node: a KWOK there would only pretend to run (KWOK's convention labels them type=kwok).
@@ -99,13 +108,20 @@ class ClusterKwok:
     def start(self) -> ClusterKwok:
         kube = self.kube
         kube.create(rest.NAMESPACES, {"metadata": self._meta()})
-        kube.create(rest.SERVICE_ACCOUNTS, {"metadata": {"name": "kwok", "labels": {RUN_LABEL: self.run_id}}}, self.name)
-        kube.create(rest.CLUSTER_ROLES, {"metadata": self._meta(), "rules": RULES})
-        kube.create(rest.CLUSTER_ROLE_BINDINGS, {
-            "metadata": self._meta(),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.name},
-            "subjects": [{"kind": "ServiceAccount", "name": "kwok", "namespace": self.name}]})
-        kube.create(rest.DEPLOYMENTS, self.deployment(), self.name)
+        try:
+            grant_namespace_role(kube, self.name)  # the Deployment is the harness's to create there
+            self.role = self._role()
+            kube.create(rest.CLUSTER_ROLE_BINDINGS, {
+                "metadata": self._meta(),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.role},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": self.name}]})
+            kube.create(rest.DEPLOYMENTS, self.deployment(), self.name)
+        except rest.ApiError as e:
+            self.stop()
+            if e.status != 403:
+                raise
+            raise ClusterError(f"in-cluster KWOK: {one_line(e)}; a ServiceAccount needs deploy/rbac/dra-harness.yaml "
+                               f"applied and its dra-harness-contention role bound (--allow-contention)") from None
         try:
             watch_until(kube, rest.PODS, lambda pods: any(_running(p) for p in pods), self.ready_deadline,
                         f"the KWOK Deployment's pod ({self.image}) to run", namespace=self.name, why=_describe)
@@ -119,6 +135,17 @@ class ClusterKwok:
             raise ClusterError(f"in-cluster KWOK landed on {pod['spec']['nodeName'] if pod else 'no node'}, a simulated "
                                "node: nothing runs there; give --kwok-node-selector a real node's label")
         return self
+
+    def _role(self) -> str:
+        """The run's own ClusterRole where the harness may create one, else deploy/rbac's :data:`SHIPPED_ROLE`."""
+        try:
+            self.kube.create(rest.CLUSTER_ROLES, {"metadata": self._meta(), "rules": RULES})
+            return self.name
+        except rest.ApiError as e:
+            if e.status != 403:
+                raise
+            log.info("in-cluster KWOK: may not create a ClusterRole (%s); binding %s", one_line(e), SHIPPED_ROLE)
+            return SHIPPED_ROLE
 
     def _pod(self) -> Obj | None:
         pods = self.kube.list(rest.PODS, self.name)
@@ -142,8 +169,13 @@ class ClusterKwok:
 
     def stop(self) -> None:
         """The binding and role first (nothing may act as KWOK once it is going), then the namespace with the rest."""
-        for res in (rest.CLUSTER_ROLE_BINDINGS, rest.CLUSTER_ROLES):
-            self.kube.delete(res, self.name)
+        try:
+            self.kube.delete(rest.CLUSTER_ROLE_BINDINGS, self.name)
+        except rest.ApiError as e:
+            if e.status != 403:  # may not delete one: it could not have made one either
+                raise
+        if self.role == self.name:  # deploy/rbac's role is not ours to remove
+            self.kube.delete(rest.CLUSTER_ROLES, self.name)
         self.kube.delete(rest.NAMESPACES, self.name)
         try:
             wait_for_deletion(self.kube, rest.NAMESPACES, self.name, STOP_DEADLINE_S)

@@ -24,6 +24,7 @@ from dra_harness import data
 from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
 from dra_harness.providers.handle import NAMESPACE_ROLE, NODE_LEASE_NAMESPACE, cluster_scoped_kinds
+from dra_harness.providers.incluster_kwok import SHIPPED_ROLE as KWOK_ROLE
 from dra_harness.providers.lock import LEASES
 from dra_harness.providers.kind.apply import apply_all
 from dra_harness.kube import builders, rest
@@ -173,8 +174,8 @@ def serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path, co
     subject = [{"kind": "ServiceAccount", "name": "dra-harness", "namespace": CI_NAMESPACE}]
     for role in roles:
         name = role["metadata"]["name"]
-        if role["kind"] not in ("ClusterRole", "Role") or name == NAMESPACE_ROLE:
-            continue  # the policy binds itself; the namespace role is the harness's to bind, per namespace
+        if role["kind"] not in ("ClusterRole", "Role") or name in (NAMESPACE_ROLE, KWOK_ROLE):
+            continue  # the policy binds itself; the namespace and KWOK roles are the harness's to bind
         if name in CONTENTION_ROLES and not contention:
             continue
         if role["kind"] == "ClusterRole":
