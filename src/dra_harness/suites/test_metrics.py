@@ -30,7 +30,7 @@ import pytest
 from dra_harness.checks import metrics
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
-from dra_harness.kube.pods import wait_running, wait_unschedulable
+from dra_harness.kube.pods import claim_names, wait_running, wait_unschedulable
 from dra_harness.retrying import NotYet, until
 
 pytestmark = [pytest.mark.exclusive]
@@ -143,9 +143,7 @@ def _claims_held_on(kube: rest.Kube, node: str, driver: str) -> set[str]:
         if pod["status"].get("phase") in ("Succeeded", "Failed"):
             continue
         ns = pod["metadata"]["namespace"]
-        names = {s.get("resourceClaimName") for s in pod["status"].get("resourceClaimStatuses") or []}
-        names |= {c.get("resourceClaimName") for c in pod["spec"].get("resourceClaims") or []}
-        for name in names - {None}:
+        for name in set(claim_names(pod).values()):
             try:
                 claim = kube.get(rest.RESOURCE_CLAIMS, name, ns)
             except rest.ApiError:
