@@ -6,22 +6,51 @@ not go on acting on a cluster that is being removed. Each child is started with 
 Linux parent-death signal set to SIGTERM, and a process that gets SIGTERM behaves as
 on Ctrl-C: teardown runs, the INCOMPLETE report stays, and waits stop retrying (the
 cluster may be the thing going away) so teardown is quick.
+
+The interrupt is an exception raised wherever the main thread is. Raised between a lock's
+acquire and the ``with`` block that releases it (inside a ``Condition.__enter__``, say, which
+urllib3's connection pool passes through on every request), it leaves that lock held for good
+and the cleanup that follows hangs on it. So the handler holds the interrupt back to the next
+point outside such a seam, and takes no lock itself.
 """
 
 from __future__ import annotations
 
+import _thread
 import ctypes
+import logging
 import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 _PR_SET_PDEATHSIG = 1
+
+
+class _Flag:
+    """A flag a signal handler may set: ``threading.Event.set`` takes a lock the interrupted thread may hold."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 #: Set once the process is shutting down: waits then give up on an unreachable cluster at once.
-stopping = threading.Event()
+stopping = _Flag()
 #: Set while the run cleans up: a SIGTERM then must not cut the cleanup short.
-_cleaning = threading.Event()
+_cleaning = _Flag()
+#: Set while the first SIGTERM's interrupt waits for the main thread to leave a lock's seam.
+_held_back = _Flag()
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
@@ -65,14 +94,45 @@ def lineage(pid: int | None = None) -> set[int]:
     return out
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _in_a_lock_seam(frame: FrameType | None) -> bool:
+    """Whether an exception raised in ``frame`` could skip the release of a lock just taken.
+
+    A context manager's ``__enter__`` after its acquire, or its ``__exit__`` before the release;
+    logging, which takes its handlers' locks with ``acquire()`` outside the ``try`` that releases them.
+    """
+    while frame is not None and frame.f_code is _interrupt.__code__:  # a handler run inside the handler
+        frame = frame.f_back
+    if frame is None:
+        return False
+    return frame.f_code.co_name in ("__enter__", "__exit__") or frame.f_code.co_filename == logging.__file__
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     # Only the first SIGTERM interrupts: a second one, or one during the cleanup, would abandon
     # the deletes that leave the cluster as we found it (CI follows up with SIGKILL if it must).
-    if stopping.is_set() or _cleaning.is_set():
+    if _cleaning.is_set() or (stopping.is_set() and not _held_back.is_set()):
         stopping.set()
+        _held_back.clear()
         return
     stopping.set()
+    if _in_a_lock_seam(frame) and _rearm is not None and _rearm[0] == os.getpid():  # a forked child has no re-armer
+        _held_back.set()
+        os.write(_rearm[1], bytes([signum]))  # the re-armer thread signals again once this returns
+        return
+    _held_back.clear()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+#: The process that started the re-armer thread, and the pipe's write end that asks it to deliver a
+#: held-back interrupt again.
+_rearm: tuple[int, int] | None = None
+
+
+def _rearmer(read_fd: int) -> None:
+    # Re-tripping the signal from the handler itself would run the handler again at once, inside
+    # itself; from this thread it runs once the main thread has moved on (at least to its next check).
+    while data := os.read(read_fd, 1):
+        _thread.interrupt_main(signal.Signals(data[0]))
 
 
 @contextmanager
@@ -91,5 +151,11 @@ def cleaning_up() -> Iterator[None]:
 
 def terminate_as_interrupt() -> None:
     """From now on SIGTERM (CI cancelling the job) is handled exactly like Ctrl-C."""
+    global _rearm
     if threading.current_thread() is threading.main_thread():
+        _held_back.clear()
+        if _rearm is None or _rearm[0] != os.getpid():
+            read_fd, write_fd = os.pipe()
+            _rearm = (os.getpid(), write_fd)
+            threading.Thread(target=_rearmer, args=(read_fd,), name="sigterm-rearm", daemon=True).start()
         signal.signal(signal.SIGTERM, _interrupt)
