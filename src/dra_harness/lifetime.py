@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -100,7 +101,7 @@ def _in_a_lock_seam(frame: FrameType | None) -> bool:
     A context manager's ``__enter__`` after its acquire, or its ``__exit__`` before the release;
     logging, which takes its handlers' locks with ``acquire()`` outside the ``try`` that releases them.
     """
-    while frame is not None and frame.f_code is _interrupt.__code__:  # a handler run inside the handler
+    while frame is not None and frame.f_code in _HANDLER_CODE:  # a handler run inside the handler
         frame = frame.f_back
     if frame is None:
         return False
@@ -115,12 +116,28 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
         _held_back.clear()
         return
     stopping.set()
-    if _in_a_lock_seam(frame) and _rearm is not None and _rearm[0] == os.getpid():  # a forked child has no re-armer
-        _held_back.set()
-        os.write(_rearm[1], bytes([signum]))  # the re-armer thread signals again once this returns
+    _held_back.set()  # before the re-armer can answer
+    if _hold_back(signum, frame):
         return
     _held_back.clear()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _ctrl_c(signum: int, frame: FrameType | None) -> None:
+    # Python's own SIGINT handler but for its one flaw: every Ctrl-C interrupts, never inside a lock's seam.
+    if not _hold_back(signum, frame):
+        raise KeyboardInterrupt
+
+
+def _hold_back(signum: int, frame: FrameType | None) -> bool:
+    """Whether ``frame`` is in a lock's seam, and the signal will come again once the handler returns."""
+    if not _in_a_lock_seam(frame) or _rearm is None or _rearm[0] != os.getpid():  # a forked child has no re-armer
+        return False
+    os.write(_rearm[1], bytes([signum]))
+    return True
+
+
+_HANDLER_CODE = {f.__code__ for f in (_interrupt, _ctrl_c, _hold_back, _in_a_lock_seam)}
 
 
 #: The process that started the re-armer thread, and the pipe's write end that asks it to deliver a
@@ -130,8 +147,9 @@ _rearm: tuple[int, int] | None = None
 
 def _rearmer(read_fd: int) -> None:
     # Re-tripping the signal from the handler itself would run the handler again at once, inside
-    # itself; from this thread it runs once the main thread has moved on (at least to its next check).
+    # itself. From here, a millisecond later, it finds the main thread past the handler and the seam.
     while data := os.read(read_fd, 1):
+        time.sleep(0.001)
         _thread.interrupt_main(signal.Signals(data[0]))
 
 
@@ -150,12 +168,14 @@ def cleaning_up() -> Iterator[None]:
 
 
 def terminate_as_interrupt() -> None:
-    """From now on SIGTERM (CI cancelling the job) is handled exactly like Ctrl-C."""
+    """From now on SIGTERM (CI cancelling the job) is handled like Ctrl-C, and neither interrupts in a lock's seam."""
     global _rearm
     if threading.current_thread() is threading.main_thread():
         _held_back.clear()
         if _rearm is None or _rearm[0] != os.getpid():
             read_fd, write_fd = os.pipe()
             _rearm = (os.getpid(), write_fd)
-            threading.Thread(target=_rearmer, args=(read_fd,), name="sigterm-rearm", daemon=True).start()
+            threading.Thread(target=_rearmer, args=(read_fd,), name="interrupt-rearm", daemon=True).start()
         signal.signal(signal.SIGTERM, _interrupt)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not one somebody else installed
+            signal.signal(signal.SIGINT, _ctrl_c)

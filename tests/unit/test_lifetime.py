@@ -16,11 +16,12 @@ from dra_harness import lifetime
 
 @pytest.fixture(autouse=True)
 def _handler():
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     lifetime.stopping.clear()
     lifetime.terminate_as_interrupt()
     yield
-    signal.signal(signal.SIGTERM, previous)
+    signal.signal(signal.SIGTERM, previous[0])
+    signal.signal(signal.SIGINT, previous[1])
     lifetime.stopping.clear()
 
 
@@ -50,7 +51,7 @@ def test_a_cleanup_nobody_interrupted_leaves_the_handler_in_place():
     assert signal.getsignal(signal.SIGTERM) is lifetime._interrupt
 
 
-def _interrupted_queues_left_locked(attempts: int) -> int:
+def _interrupted_queues_left_locked(attempts: int, signum: int = signal.SIGTERM) -> int:
     """Interrupt a loop of queue operations ``attempts`` times at a random point each: how often the
     queue's lock stayed held (an interrupt in ``Condition.__enter__``, after the acquire, leaks it)."""
     locked = 0
@@ -63,7 +64,7 @@ def _interrupted_queues_left_locked(attempts: int) -> int:
         def signal_soon(started: threading.Event = started) -> None:
             started.wait()
             time.sleep(0.0005)
-            _thread.interrupt_main(signal.SIGTERM)
+            _thread.interrupt_main(signum)
 
         sender = threading.Thread(target=signal_soon)
         sender.start()
@@ -84,14 +85,22 @@ def _interrupted_queues_left_locked(attempts: int) -> int:
     return locked
 
 
-def test_an_interrupt_never_lands_between_a_lock_taken_and_the_block_that_releases_it():
-    assert _interrupted_queues_left_locked(100) == 0
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_an_interrupt_never_lands_between_a_lock_taken_and_the_block_that_releases_it(signum):
+    assert _interrupted_queues_left_locked(100, signum) == 0
 
 
-def test_the_seam_check_can_fail_an_interrupt_raised_anywhere_leaves_locks_held(monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_the_seam_check_can_fail_an_interrupt_raised_anywhere_leaves_locks_held(monkeypatch, signum):
     # Negative control: about one interrupt in five lands in a seam on CPython 3.11.
     monkeypatch.setattr(lifetime, "_in_a_lock_seam", lambda frame: False)
-    assert _interrupted_queues_left_locked(100) > 0
+    assert _interrupted_queues_left_locked(100, signum) > 0
+
+
+def test_every_ctrl_c_interrupts_as_python_s_own_handler_would():
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def test_a_process_descends_from_its_parent_and_not_from_its_child():
