@@ -15,7 +15,7 @@ from dra_harness.errors import InputError
 from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.etcdstore import PROTOBUF_MAGIC, _prefix_end, stored_type
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
-from dra_harness.upgrade import plan, runner, slices
+from dra_harness.upgrade import plan, record, runner, slices
 from dra_harness.upgrade.runner import StepResult, UpgradeResult, UpgradeSpec
 from dra_harness.upgrade.snapshot import Snapshot, differences
 
@@ -78,6 +78,12 @@ def _result(stored_after: dict, served: list[str], steps: list[StepResult] | Non
     r = UpgradeResult(UpgradeSpec("1.36.3", "1.37.2"), steps=steps or [])
     r.stored_after, r.served_after = stored_after, served
     return r
+
+
+def test_the_timeline_is_drawn_as_a_png_with_a_row_per_step(tmp_path):
+    steps = [StepResult(p, "control-plane", "1.37.2", 0.0, 0.5, 1.0, 2.0, {}, {}) for p in ("etcd", "kube-apiserver")]
+    record.timeline(tmp_path / "t.png", _result({}, ["v1"], steps))
+    assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_storage_breaks_when_an_object_is_stored_in_a_version_the_new_server_does_not_serve():

@@ -8,12 +8,15 @@ state, so a figure may be drawn from any thread (CI, pytest-xdist, a caller's wo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _figure(width: float, height: float) -> tuple[Figure, Any]:
+    from matplotlib.figure import Figure  # a third of a second: only a run that draws pays for it
+
     fig = Figure(figsize=(width, height), dpi=110)
     return fig, fig.subplots()
 

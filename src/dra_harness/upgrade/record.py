@@ -1,7 +1,7 @@
 """An upgrade's evidence on disk: ``upgrade.json`` (every step, every invariant with its breaches,
 storage versions) and ``upgrade-timeline.png`` (each process's gap and the first allocation after it).
 
-matplotlib with the Agg backend, as for the contention figures: no display needed.
+matplotlib's object API, as for the contention figures: no display needed; imported when the figure is drawn.
 """
 
 from __future__ import annotations
@@ -9,11 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after choosing the backend
 
 from dra_harness.upgrade.runner import INVARIANT_TEXT, UpgradeResult
 
@@ -50,8 +45,11 @@ def write(result: UpgradeResult, out: Path) -> dict[str, Path]:
 
 
 def timeline(path: Path, result: UpgradeResult) -> None:
+    from matplotlib.figure import Figure
+
     steps = result.steps
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(steps) + 1.6), dpi=110)
+    fig = Figure(figsize=(8, 0.45 * len(steps) + 1.6), dpi=110)
+    ax = fig.subplots()
     for row, s in enumerate(steps):
         colour = {"control-plane": "C0", "kubelet": "C1", "driver": "C2"}.get(s.kind, "C3")
         ax.barh(row, s.stopping_s, left=s.started_at, color=colour, height=0.6, alpha=0.4)
@@ -74,4 +72,3 @@ def timeline(path: Path, result: UpgradeResult) -> None:
     ax.set_title(f"in-place upgrade v{sp.from_version} -> v{sp.to_version}{drivers}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
