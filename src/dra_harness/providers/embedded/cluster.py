@@ -165,9 +165,14 @@ class LocalCluster:
         say("starting etcd and kube-apiserver")
         for component in ("etcd", "kube-apiserver"):
             self._start_control_plane_component(component, state)
+        if spec.real_nodes:
+            realcluster.boot_containerd(self, state, pki, say)
         kube = self.kube()
-        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
-        state.timings["apiserver_ready"] = time.monotonic() - t0
+        # Serving is enough for what follows: every component uses the admin identity, which RBAC's
+        # bootstrap (a post-start hook whose first try waits a second) does not gate. That second
+        # is spent starting them; readiness is still awaited before a real kubelet, and before `up` returns.
+        self._poll("kube-apiserver serving", deadline, lambda: None if kube.raw("/version") else "no answer")
+        state.timings["apiserver_serving"] = time.monotonic() - t0
 
         say("starting controller-manager, scheduler and kwok")
         for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
@@ -178,8 +183,10 @@ class LocalCluster:
         say(f"starting {spec.nodes} example-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
+        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
+        state.timings["apiserver_ready"] = time.monotonic() - t0
         if spec.real_nodes:
-            realcluster.start(self, state, pki, say)
+            realcluster.start_kubelets(self, state, pki, say)
 
         say("waiting for nodes Ready and ResourceSlices")
         self._wait_nodes_ready(kube, spec, deadline)

@@ -68,14 +68,13 @@ def _gates_dict(version: str) -> dict[str, bool]:
     return {k: v == "true" for k, v in (kv.split("=") for kv in flag.split(",") if kv)}
 
 
-def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
-    """Start containerd, import the images, start the kubelet and the driver plugin, per real node."""
+def boot_containerd(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+    """Per real node: containerd, with the images imported. It needs no API server, so it runs while that starts."""
     reason = unavailable_reason()
     if reason:
         raise RealNodeError(f"cannot start real nodes: {reason}")
     tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]), st.spec.driver_version)
     env = _env(st)
-    started: dict[str, float] = {}
     for name in st.spec.real_node_names():
         rn = node(cluster, name)
         t0 = time.monotonic()
@@ -90,10 +89,18 @@ def start(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str]
         _wait_containerd(cluster, rn, st.binaries["ctr"])
         import_images(cluster, st, name, tarballs)
         st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
+
+
+def start_kubelets(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+    """Per real node (its containerd booted): the kubelet and the driver plugin; returns once every one is Ready.
+
+    After the API server is ready: a kubelet's identity is authorised by the roles RBAC's bootstrap creates."""
+    started: dict[str, float] = {}
+    for name in st.spec.real_node_names():
         identity = pki.issue(f"kubelet-{name}", f"system:node:{name}", ("system:nodes",))
         pki.kubeconfig(_kubelet_kubeconfig(cluster, name), st.server, identity, cluster=cluster.name, user=f"system:node:{name}")
         say(f"starting kubelet on {name}")
-        _start_kubelet(cluster, st, rn)
+        _start_kubelet(cluster, st, node(cluster, name))
         started[name] = time.monotonic()
         cluster.start_driver(name)
     for name, at in started.items():
