@@ -111,9 +111,11 @@ def _in_a_lock_seam(frame: FrameType | None) -> bool:
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # Only the first SIGTERM interrupts: a second one, or one during the cleanup, would abandon
     # the deletes that leave the cluster as we found it (CI follows up with SIGKILL if it must).
+    global _held_since
     if _cleaning.is_set() or (stopping.is_set() and not _held_back.is_set()):
         stopping.set()
         _held_back.clear()
+        _held_since = None
         return
     stopping.set()
     _held_back.set()  # before the re-armer can answer
@@ -129,10 +131,23 @@ def _ctrl_c(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
 
+#: A seam the main thread has not left for this long is an acquire that blocks (a deadlock, say): a
+#: signal then interrupts it as Python would, so a second Ctrl-C still ends a hung run.
+_HOLD_AT_MOST_S = 2.0
+#: When the interrupt now held back was first held back.
+_held_since: float | None = None
+
+
 def _hold_back(signum: int, frame: FrameType | None) -> bool:
     """Whether ``frame`` is in a lock's seam, and the signal will come again once the handler returns."""
-    if not _in_a_lock_seam(frame) or _rearm is None or _rearm[0] != os.getpid():  # a forked child has no re-armer
+    global _held_since
+    now = time.monotonic()
+    if (not _in_a_lock_seam(frame) or _rearm is None or _rearm[0] != os.getpid()  # a forked child has no re-armer
+            or (_held_since is not None and now - _held_since > _HOLD_AT_MOST_S)):
+        _held_since = None
         return False
+    if _held_since is None:
+        _held_since = now
     os.write(_rearm[1], bytes([signum]))
     return True
 
@@ -170,8 +185,10 @@ def cleaning_up() -> Iterator[None]:
 def terminate_as_interrupt() -> None:
     """From now on SIGTERM (CI cancelling the job) is handled like Ctrl-C, and neither interrupts in a lock's seam."""
     global _rearm
+    global _held_since
     if threading.current_thread() is threading.main_thread():
         _held_back.clear()
+        _held_since = None
         if _rearm is None or _rearm[0] != os.getpid():
             read_fd, write_fd = os.pipe()
             _rearm = (os.getpid(), write_fd)

@@ -6,8 +6,10 @@ import _thread
 import os
 import queue
 import signal
+import sys
 import threading
 import time
+from types import FrameType
 
 import pytest
 
@@ -95,6 +97,33 @@ def test_the_seam_check_can_fail_an_interrupt_raised_anywhere_leaves_locks_held(
     # Negative control: about one interrupt in five lands in a seam on CPython 3.11.
     monkeypatch.setattr(lifetime, "_in_a_lock_seam", lambda frame: False)
     assert _interrupted_queues_left_locked(100, signum) > 0
+
+
+class _Seam:
+    def __enter__(self) -> FrameType:
+        return sys._getframe()  # a frame where an acquire may just have happened
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_an_interrupt_held_back_in_a_seam_comes_once_the_main_thread_has_left_it():
+    with pytest.raises(KeyboardInterrupt):
+        lifetime._ctrl_c(signal.SIGINT, _Seam().__enter__())  # held back: no exception here
+        time.sleep(1)  # the re-armer's delivery lands here, outside the seam
+    assert lifetime._held_since is None
+
+
+def test_a_seam_held_for_seconds_is_a_blocked_acquire_and_the_next_ctrl_c_interrupts_it(monkeypatch):
+    read_fd, write_fd = os.pipe()  # a re-armer that never delivers: only the handler itself may raise
+    monkeypatch.setattr(lifetime, "_rearm", (os.getpid(), write_fd))
+    monkeypatch.setattr(lifetime, "_held_since", time.monotonic() - lifetime._HOLD_AT_MOST_S - 1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lifetime._ctrl_c(signal.SIGINT, _Seam().__enter__())
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def test_every_ctrl_c_interrupts_as_python_s_own_handler_would():
