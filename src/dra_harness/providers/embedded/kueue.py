@@ -35,7 +35,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.retrying import wait_answers
+from dra_harness.retrying import NotYet, wait_answers
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     argv = [str(binary), f"--config={config}", f"--kubeconfig={cluster.kubeconfig}",
             f"--feature-gates=DynamicResourceAllocation={str(dra).lower()},VisibilityOnDemand=false"]
     cluster.supervisor.start(PROCESS, _with_metrics_certs(argv, directory, certs))
-    _wait_ready(health_port, time.monotonic() + READY_DEADLINE_S)
+    _wait_ready(cluster, health_port, time.monotonic() + READY_DEADLINE_S)
     configs = _webhook_configs(source, url, ca_bundle)
     for doc in configs:
         kube.create(WEBHOOK_CONFIGS[doc["kind"]], doc)
@@ -203,8 +203,14 @@ def _with_metrics_certs(argv: list[str], directory: Path, certs: Path) -> list[s
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
 
 
-def _wait_ready(port: int, deadline: float) -> None:
-    wait_answers(f"http://127.0.0.1:{port}/readyz", deadline, 0.5, log, "Kueue to be ready")
+def _wait_ready(cluster: LocalCluster, port: int, deadline: float) -> None:
+    """Until Kueue's ``/readyz`` answers; a timeout says whether Kueue still runs, and how its log ends."""
+    try:
+        wait_answers(f"http://127.0.0.1:{port}/readyz", deadline, 0.5, log, "Kueue to be ready")
+    except NotYet as e:
+        code = cluster.supervisor.exited(PROCESS)
+        state = "still running" if code is None else f"exited with status {code}"
+        raise ClusterError(f"{e} ({state}); its log ends:\n{cluster.supervisor.log_tail(PROCESS, 40)}") from None
 
 
 def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
