@@ -50,8 +50,6 @@ class _Flag:
 stopping = _Flag()
 #: Set while the run cleans up: a SIGTERM then must not cut the cleanup short.
 _cleaning = _Flag()
-#: Set while the first SIGTERM's interrupt waits for the main thread to leave a lock's seam.
-_held_back = _Flag()
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
@@ -112,16 +110,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     # Only the first SIGTERM interrupts: a second one, or one during the cleanup, would abandon
     # the deletes that leave the cluster as we found it (CI follows up with SIGKILL if it must).
     global _held_since
-    if _cleaning.is_set() or (stopping.is_set() and not _held_back.is_set()):
+    if _cleaning.is_set() or (stopping.is_set() and _held_since is None):  # not the held-back one coming again
         stopping.set()
-        _held_back.clear()
         _held_since = None
         return
     stopping.set()
-    _held_back.set()  # before the re-armer can answer
     if _hold_back(signum, frame):
         return
-    _held_back.clear()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -134,7 +129,7 @@ def _ctrl_c(signum: int, frame: FrameType | None) -> None:
 #: A seam the main thread has not left for this long is an acquire that blocks (a deadlock, say): a
 #: signal then interrupts it as Python would, so a second Ctrl-C still ends a hung run.
 _HOLD_AT_MOST_S = 2.0
-#: When the interrupt now held back was first held back.
+#: When the interrupt now held back was first held back (set before the re-armer is asked); None: none is.
 _held_since: float | None = None
 
 
@@ -184,10 +179,8 @@ def cleaning_up() -> Iterator[None]:
 
 def terminate_as_interrupt() -> None:
     """From now on SIGTERM (CI cancelling the job) is handled like Ctrl-C, and neither interrupts in a lock's seam."""
-    global _rearm
-    global _held_since
+    global _rearm, _held_since
     if threading.current_thread() is threading.main_thread():
-        _held_back.clear()
         _held_since = None
         if _rearm is None or _rearm[0] != os.getpid():
             read_fd, write_fd = os.pipe()
