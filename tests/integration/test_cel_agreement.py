@@ -63,6 +63,10 @@ def _allocated(kube: Kube, ns: str, run_id: str, expression: str) -> bool:
     pods = watch_until(kube, rest.PODS, lambda ps: any(decided(p) for p in ps), 60,
                        f"pod {ns}/{name} scheduled or unschedulable", namespace=ns, field_selector=f"metadata.name={name}")
     kube.delete(rest.PODS, name, ns, grace_seconds=0)
+    # The next pod's verdict must not depend on this one's device: 20 selectors, 4 devices, and the claim
+    # controller frees a device only once it has seen the pod go (seconds on a loaded machine).
+    watch_until(kube, rest.RESOURCE_CLAIMS, lambda claims: not claims, 60, f"pod {ns}/{name}'s claim to be removed",
+                namespace=ns)
     return bool(pods[0]["spec"].get("nodeName"))
 
 

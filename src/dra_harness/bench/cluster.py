@@ -53,7 +53,7 @@ def cluster_bench(runs: int, nodes: int, gpus: int, k8s_version: str, console: C
     for key, label, unit in [
         ("apiserver_serving", "kube-apiserver serving (the other components start)", "s"),
         ("apiserver_ready", "kube-apiserver ready (RBAC bootstrapped)", "s"),
-        ("nodes_ready", "all nodes Ready", "s"),
+        ("nodes_ready", "all nodes Ready and untainted", "s"),
         ("slices_ready", "all slices hold every device", "s"),
         ("up", "`cluster up` returns", "s"),
         ("down", "`cluster down`", "s"),

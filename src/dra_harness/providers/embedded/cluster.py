@@ -64,6 +64,8 @@ DRIVER_NAME = "gpu.example.com"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 #: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+#: Taints the node lifecycle controller puts on a node that is (or was created) not Ready, and lifts.
+LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def clusters_root() -> Path:
@@ -420,13 +422,20 @@ class LocalCluster:
         self._poll(what, deadline, lambda: None if kube.raw(path).strip() == "ok" else "not ok")
 
     def _wait_nodes_ready(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
+        """Until every node is Ready and rid of the not-ready taint a new node is created with: the node
+        lifecycle controller lifts it some seconds after Ready, and a pod placed before that is Unschedulable
+        ("untolerated taint"), which a check taking the first verdict would read as the cluster's answer."""
         def probe() -> str | None:
             nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
             ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
             missing = sorted(set(spec.all_node_names()) - set(ready))
-            return f"not Ready: {', '.join(missing)}" if missing else None
+            if missing:
+                return f"not Ready: {', '.join(missing)}"
+            tainted = sorted(f"{n['metadata']['name']} ({t['key']})" for n in nodes for t in n["spec"].get("taints") or []
+                             if t["key"] in LIFECYCLE_TAINTS)
+            return f"still tainted: {', '.join(tainted)}" if tainted else None
 
-        self._poll("nodes Ready", deadline, probe)
+        self._poll("nodes Ready and untainted", deadline, probe)
 
     def _wait_slices(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
         def probe() -> str | None:
