@@ -45,7 +45,7 @@ from dra_harness.components import catalog
 from dra_harness.providers.hardware import devices_by_node
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
-from dra_harness.kube.pods import node_ready
+from dra_harness.kube.pods import node_ready, node_schedulable
 from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
@@ -64,8 +64,6 @@ DRIVER_NAME = "gpu.example.com"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 #: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-#: Taints the node lifecycle controller puts on a node that is (or was created) not Ready, and lifts.
-LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def clusters_root() -> Path:
@@ -428,12 +426,10 @@ class LocalCluster:
         def probe() -> str | None:
             nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
             ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
-            missing = sorted(set(spec.all_node_names()) - set(ready))
-            if missing:
+            if missing := sorted(set(spec.all_node_names()) - set(ready)):
                 return f"not Ready: {', '.join(missing)}"
-            tainted = sorted(f"{n['metadata']['name']} ({t['key']})" for n in nodes for t in n["spec"].get("taints") or []
-                             if t["key"] in LIFECYCLE_TAINTS)
-            return f"still tainted: {', '.join(tainted)}" if tainted else None
+            tainted = sorted(n["metadata"]["name"] for n in nodes if not node_schedulable(n))
+            return f"still carrying the node controller's taints: {', '.join(tainted)}" if tainted else None
 
         self._poll("nodes Ready and untainted", deadline, probe)
 
