@@ -72,6 +72,26 @@ def test_bench_allocation_prints_percentiles(small_cluster, tmp_path):
     assert 0 <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
 
 
+def test_bench_floor_stamps_every_hop_of_each_pod_in_both_modes_and_leaves_no_node_behind(small_cluster, tmp_path):
+    from dra_harness.bench.floor import HOPS
+    from dra_harness.kube import rest
+
+    kube = small_cluster.kube()
+    nodes_before = sorted(n["metadata"]["name"] for n in kube.list(rest.NODES))
+    out = subprocess.run([*CLI, "bench", "floor", "--samples", "3", "--gap", "0.1",
+                          "--cluster-name", small_cluster.name, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads((tmp_path / "bench" / "floor.json").read_text())
+    for mode in ("idle", "warm"):
+        # Every pod reached Running, and every hop of it was seen by the watches.
+        assert [len(result["hops"][mode][label]) for label, _, _ in HOPS] == [3] * len(HOPS), result["hops"][mode]
+        for stamps in result["stamps"][mode]:
+            assert stamps["sent"] < stamps["allocated"] <= stamps["scheduled"] <= stamps["running"], stamps
+    assert "created -> Running" in out.stdout and "API server /version" in out.stdout
+    assert sorted(n["metadata"]["name"] for n in kube.list(rest.NODES)) == nodes_before
+
+
 def test_a_burst_schedules_every_pod_around_the_claims_allocated_beforehand(small_cluster, tmp_path):
     """2 simulated nodes x 4 devices, node 0's four held by claims whose status was written directly:
     the scheduler counts them as taken, so all four burst pods land on node 1."""

@@ -54,6 +54,32 @@ def bench_build(k8s_version: str) -> None:
     cold_build_bench(k8s_version, err)
 
 
+@bench.command("floor")
+@click.option("--samples", default=20, show_default=True, type=click.IntRange(3, 500))
+@click.option("--gap", default=0.5, show_default=True, type=click.FloatRange(0.05, 10.0),
+              help="Idle seconds before each pod of the idle pass.")
+@click.option("--cluster-name", help="A running embedded cluster (default: a fresh one, removed after).")
+@k8s_version_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/bench.")
+def bench_floor(samples: int, gap: float, cluster_name: str | None, k8s_version: str, out_dir: str | None) -> None:
+    """Where the contention floor's time goes: each hop of an uncontended job, idle and warm, and the machine's wake-up."""
+    from rich.table import Table
+
+    from dra_harness.bench import floor
+    from dra_harness.cli.common import embedded_cluster
+
+    before = _load()
+    with embedded_cluster(cluster_name, k8s_version, err, "bench") as (_, kube, version):
+        result = floor.run(kube, uuid.uuid4().hex[:12], samples, gap, lambda line: err.print(line, highlight=False))
+    table = Table(title=f"one uncontended job, Kubernetes {version}: ms p50 / p95 over {samples} pods")
+    for heading in ("hop", f"after {gap:g} s idle", "back to back"):
+        table.add_column(heading, justify="left" if heading == "hop" else "right")
+    for row in floor.rows(result):
+        table.add_row(*row)
+    Console().print(table)
+    print(f"{before} before, {_load()} after; JSON: {floor.save({**result, 'k8s_version': version}, _out(out_dir))}")
+
+
 _WORKLOAD = click.option("--workload", default="2000pods_200nodes", show_default=True,
                          type=click.Choice(WORKLOADS),
                          help="scheduler_perf's SchedulingWithResourceClaimTemplate workload.")
