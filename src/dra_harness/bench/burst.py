@@ -22,9 +22,9 @@ from typing import Any
 from dra_harness.bench.throughput import samples, summarise
 from dra_harness.checks import metrics as prom
 from dra_harness.contention import metrics
-from dra_harness.contention.bench import bench_scenario, take_down
+from dra_harness.contention.bench import bench_scenario, recorded
 from dra_harness.contention.recorder import Recorder
-from dra_harness.contention.runner import run_namespace, send_arrivals
+from dra_harness.contention.runner import send_arrivals
 from dra_harness.contention.topology import DRIVER, Topology
 from dra_harness.errors import ClusterError
 from dra_harness.kube import builders, rest
@@ -80,16 +80,9 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
     if init_claims + pods > nodes * devices_per_node:
         raise BurstError(f"{init_claims} pre-allocated claims and {pods} pods need more than {nodes * devices_per_node} devices")
     topo = Topology(kube, bench_scenario("bench-burst", nodes, devices_per_node, pods, 0.001, _HOLD_S), run_id)
-    rec = Recorder(kube, "")
-    ns = ""
     started = time.monotonic()
-    try:
-        topo.create(timeout=max(120.0, nodes * 0.5))
-        ns = run_namespace(kube, topo, "burst")
-        topo.install("shared", ns)
-        preallocate(kube, topo, ns, init_claims, topo.class_name("shared", "bench"))
-        rec = Recorder(kube, ns)
-        rec.start()
+    with recorded(kube, topo, "burst", create_timeout=max(120.0, nodes * 0.5),
+                  prepare=lambda ns: preallocate(kube, topo, ns, init_claims, topo.class_name("shared", "bench"))) as (ns, rec):
         names = [f"b-{i}" for i in range(pods)]
         arrivals: list[dict[str, Any]] = [{"name": n, "tier": "bench", "at": 0.0,
                                            "body": topo.pod("shared", n, "bench", _HOLD_S)} for n in names]
@@ -109,8 +102,6 @@ def burst(kube: Kube, run_id: str, k8s_version: str, nodes: int, devices_per_nod
         else:
             raise BurstError(f"{pods - done} of {pods} burst pods not scheduled after {timeout:.0f} s")
         after = api_server_counts(kube)
-    finally:
-        take_down(kube, topo, rec, ns)
     return summarise_burst(rec, names, sorted(s["sent"] for s in sent), k8s_version, nodes, devices_per_node,
                            init_claims, out, time.monotonic() - started,
                            {k: int(after[k] - before[k]) for k in after if k in before})

@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dra_harness.contention.bench import bench_scenario, take_down
+from dra_harness.contention.bench import bench_scenario, recorded
 from dra_harness.contention.metrics import percentile
 from dra_harness.contention.recorder import JobRecord, Recorder
-from dra_harness.contention.runner import run_namespace
 from dra_harness.contention.topology import Topology
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
@@ -118,14 +117,7 @@ def hops(stamps: list[dict[str, float | None]]) -> dict[str, list[float]]:
 def run(kube: Kube, run_id: str, samples: int, gap: float, progress: Callable[[str], None]) -> dict:
     """Both modes' hops and the wake-up round trips; raw stamps kept for the JSON."""
     topo = Topology(kube, bench_scenario("bench-floor", 1, 4, samples, 1.0, 3600.0), run_id)
-    recorder = Recorder(kube, "")
-    ns = ""
-    try:
-        topo.create()
-        ns = run_namespace(kube, topo, "floor")
-        recorder = Recorder(kube, ns)
-        topo.install("shared", ns)
-        recorder.start()
+    with recorded(kube, topo, "floor") as (ns, recorder):
         stamps: dict[str, list[dict[str, float | None]]] = {}
         for mode in MODES:
             progress(f"{samples} pods, {'each after ' + format(gap, 'g') + ' s idle' if mode == 'idle' else 'back to back'}")
@@ -136,8 +128,6 @@ def run(kube: Kube, run_id: str, samples: int, gap: float, progress: Callable[[s
                 stamps[mode].append(_one(kube, topo, recorder, ns, f"{mode}-{i}"))
         progress("wake-up round trips")
         woken = wake_up(kube, samples, gap)
-    finally:
-        take_down(kube, topo, recorder, ns)
     return {"samples": samples, "gap_s": gap, "stamps": stamps,
             "hops": {mode: hops(stamps[mode]) for mode in MODES}, "wake_up": woken}
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +46,32 @@ def take_down(kube: Kube, topo: Topology, rec: Recorder, namespace: str) -> None
     topo.delete()
 
 
+@contextmanager
+def recorded(kube: Kube, topo: Topology, what: str, create_timeout: float = 120.0,
+             prepare: Callable[[str], None] | None = None) -> Iterator[tuple[str, Recorder]]:
+    """A bench's stage: ``topo``'s simulated nodes, a namespace with the shared design installed (then
+    ``prepare(namespace)``, before any watch starts), and a started recorder of it; all taken down
+    (:func:`take_down`) however the block ends. The recorder keeps what it saw after the block."""
+    rec = Recorder(kube, "")
+    ns = ""
+    try:
+        topo.create(timeout=create_timeout)
+        ns = run_namespace(kube, topo, what)
+        topo.install("shared", ns)
+        if prepare:
+            prepare(ns)
+        rec = Recorder(kube, ns)
+        rec.start()
+        yield ns, rec
+    finally:
+        take_down(kube, topo, rec, ns)
+
+
 def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: int, devices_per_node: int,
                claims: int, hold: float, out: Path, progress: Callable[[int], None] | None = None) -> dict:
     topo = Topology(kube, bench_scenario("bench-allocation", nodes, devices_per_node, claims, 1.0 / rate, hold), run_id)
-    rec = Recorder(kube, "")
-    ns = ""
     started = time.monotonic()
-    try:
-        topo.create()
-        ns = run_namespace(kube, topo, "bench")
-        rec = Recorder(kube, ns)
-        topo.install("shared", ns)
-        rec.start()
+    with recorded(kube, topo, "bench") as (ns, rec):
         arrivals: list[dict[str, Any]] = [{"name": f"b-{i}", "tier": "bench", "at": i / rate,
                      "body": topo.pod("shared", f"b-{i}", "bench", hold)} for i in range(claims)]
         t0 = time.time() + 2.0
@@ -64,8 +79,6 @@ def allocation(kube: Kube, run_id: str, k8s_version: str, rate: float, nodes: in
         stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
         rec.wait_settled({a["name"] for a in arrivals}, time.monotonic() + hold + 120,
                          progress=(lambda d: progress(d)) if progress else None)
-    finally:
-        take_down(kube, topo, rec, ns)
     with rec.lock:
         lat = [rec.claim_allocated[c] - rec.claim_seen[c] for c in rec.claim_allocated if c in rec.claim_seen]
         sends = sorted(s["sent"] for s in sent)
