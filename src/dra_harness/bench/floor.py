@@ -7,9 +7,9 @@ every hop from the watches (:class:`~dra_harness.contention.recorder.Recorder`):
 answering the create, the controller-manager creating the claim, kube-scheduler allocating it and
 binding the pod, KWOK marking it Running. Each pod is sent twice over: after ``gap`` idle seconds
 (a job arriving at a quiet control plane) and back to back (the floor's own way, each sent when the
-previous one runs), and beside them the machine's wake-up cost: a loopback round trip to another
-process, and the API server's ``/version``, after the same idle gap and back to back. Where the idle
-figures exceed the warm ones by the wake-up, the floor measures the machine, not the components.
+previous one runs), and beside them the machine's wake-up cost: a round trip to another process over
+a Unix socket, and the API server's ``/version``, after the same idle gap and back to back. Where the
+idle figures exceed the warm ones by the wake-up, the floor measures the machine, not the components.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _round_trips(call: Callable[[], object], samples: int, gap: float) -> list[f
 
 
 def wake_up(kube: Kube, samples: int, gap: float) -> dict[str, dict[str, list[float]]]:
-    """Round trips after ``gap`` idle seconds and back to back: to another process over loopback, and
+    """Round trips after ``gap`` idle seconds and back to back: to another process over a Unix socket, and
     the API server's ``/version`` (no storage, no admission: only the wake-up and the HTTP path)."""
     ours, theirs = socket.socketpair()
     child = subprocess.Popen([sys.executable, "-c", "from dra_harness.bench.floor import _echo_server; _echo_server()",
@@ -73,7 +73,7 @@ def wake_up(kube: Kube, samples: int, gap: float) -> dict[str, dict[str, list[fl
             ours.recv(1)
 
         return {
-            "loopback round trip to another process": {m: _round_trips(echo, samples, gap if m == "idle" else 0.0)
+            "round trip to another process (Unix socket)": {m: _round_trips(echo, samples, gap if m == "idle" else 0.0)
                                                        for m in MODES},
             "API server /version": {m: _round_trips(lambda: kube.raw("/version"), samples, gap if m == "idle" else 0.0)
                                     for m in MODES},
