@@ -17,6 +17,8 @@ The bases say whose move it is:
   of time with its explanation, a probe that printed no report, a load generator that
   failed); inside a test it is the test's failure message.
 - :class:`LockTimeout`: another run on the same cluster held what this run waited for.
+- :class:`NotEstablished`: the cluster lacks what a check needs (an image it can pull, a right,
+  free devices); the check is "not established" with that reason, never a FAIL of the product.
 
 Each module keeps its own class where the name carries meaning (``KubeconfigError``,
 ``rest.NotFound``, ``DisruptionRefused``...) and derives it from one of these bases, so a
@@ -56,6 +58,15 @@ class CheckError(HarnessError):
 
 class LockTimeout(HarnessError):
     """Another run on the same cluster held what this run waited for, past the deadline."""
+
+
+class NotEstablished(HarnessError):
+    """The harness could not test: the environment lacks what the check needs (the message names it).
+
+    Kept apart from a check's failure on purpose: a FAIL says the product misbehaved, this says
+    the cluster did not let us find out. Raised before anything is created where a preflight fact
+    shows it, or as soon as a wait sees a state that cannot turn good (an image that cannot be pulled).
+    """
 
 
 def one_line(e: BaseException) -> str:

@@ -30,7 +30,7 @@ from dra_harness.checks.incontainer import (
 )
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
-from dra_harness.kube.waits import watch_until
+from dra_harness.kube.waits import WaitBlocked, WaitTimeout, watch_until
 from dra_harness.providers.embedded import hostplumbing, realcluster
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.components.images import DRIVER_IMAGE, WORKLOAD_IMAGE
@@ -87,6 +87,24 @@ def test_negative_control_the_in_container_check_catches_a_view_that_is_not_the_
     env = read_env(kube, ns, "a", "ctr0")
     device = next(iter(seen_a))
     assert settings(env, device).get("TIMESLICE_INTERVAL") != "Long", "default config must differ from the one checked"
+
+
+def test_a_wait_for_a_pod_whose_image_cannot_be_pulled_stops_at_once_as_not_established(real_cluster, ns):
+    """No registry is reachable here: the kubelet reports ErrImagePull within seconds, and the wait says so."""
+    kube = real_cluster.kube()
+    body = probe_pod("unpullable", "it", "dra-harness.invalid/nothing:1", NODE, {})
+    kube.create(rest.PODS, body, ns)
+    started = time.monotonic()
+    with pytest.raises(WaitBlocked) as blocked:
+        wait_running(kube, ns, "unpullable", timeout=90)
+    took = time.monotonic() - started
+    print(f"unpullable image: not established after {took:.1f}s: {blocked.value}")
+    assert took < 45, f"the wait took {took:.0f}s to give up on an image it cannot pull"
+    assert any(r in str(blocked.value) for r in ("ErrImagePull", "ImagePullBackOff")), blocked.value
+    # Negative control: a wait told that such a state is no blocker waits out its deadline instead.
+    with pytest.raises(WaitTimeout):
+        watch_until(kube, rest.PODS, lambda pods: pods[0]["status"].get("phase") == "Running", 3, "the same pod",
+                    namespace=ns, environment=False)
 
 
 def test_the_driver_runs_as_a_daemonset_pod_from_a_locally_built_image(real_cluster, ns):

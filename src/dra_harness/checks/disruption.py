@@ -100,9 +100,11 @@ class Disruptor:
         a replacement by itself."""
         if not self._do(node, "kill driver on" if kill else "stop driver on"):
             return
-        self.stopped.add(node)
+        # Recorded as stopped only once it is: a refusal below must stay a refusal (a skip), never
+        # turn into restoring()'s wait for the replacement of a driver nobody stopped.
         if self.cluster.controls_driver:
             self.cluster.provider.stop_driver(node, kill)
+            self.stopped.add(node)
             return
         pods = self.cluster.driver_pods(node)
         namespace, name = self.cluster.profile.driver_daemonset
@@ -112,8 +114,9 @@ class Disruptor:
         if not pods:
             raise DisruptionRefused(f"no pod of DaemonSet {namespace}/{name} runs on {node}")
         for pod in pods:
-            self.deleted_pods.add(pod["metadata"]["uid"])
             self.cluster.kube.delete(rest.PODS, pod["metadata"]["name"], namespace, grace_seconds=0 if kill else None)
+            self.deleted_pods.add(pod["metadata"]["uid"])
+            self.stopped.add(node)
 
     def start_driver(self, node: str) -> None:
         """Embedded cluster: start the plugin process. Elsewhere the DaemonSet does it."""

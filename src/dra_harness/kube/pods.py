@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dra_harness.kube import rest
+from dra_harness.kube import podstates, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
 from dra_harness.kube.waits import WaitError, wait_for_object, watch_until
@@ -88,7 +88,7 @@ def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -
         timeout,
         f"pod {namespace}/{name} to be Running",
         namespace=namespace,
-        fail=lambda p: "pod failed" if p.get("status", {}).get("phase") == "Failed" else None,
+        fail=lambda p: "pod failed" if p.get("status", {}).get("phase") == "Failed" else podstates.product_failure(p),
         why=pending_reason(kube, namespace, name),
     )
 

@@ -5,7 +5,9 @@ then follows the watch, so it sees every intermediate state (and can time the on
 waits for). On timeout it raises :class:`WaitTimeout` carrying the last state seen
 and, when the caller can tell, *why* the object is still not there (for a pod: the
 scheduler's message). A ``fail`` callback stops the wait early when a state can no
-longer turn good, like lightkube's ``raise_for_conditions``.
+longer turn good, like lightkube's ``raise_for_conditions``. A wait on pods also stops at
+once, with :class:`WaitBlocked` ("not established"), when a pod cannot run for a reason of
+the environment (:mod:`dra_harness.kube.podstates`: an image it cannot pull).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass, field
 import urllib3
 
 from dra_harness import lifetime
+from dra_harness.kube import podstates
 from dra_harness.kube.rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
-from dra_harness.errors import CheckError
+from dra_harness.errors import CheckError, NotEstablished
 
 
 class WaitError(CheckError, AssertionError):
@@ -38,6 +41,15 @@ class WaitFailed(WaitError):
     def __init__(self, what: str, reason: str, last: object) -> None:
         self.what, self.reason, self.last = what, reason, last
         super().__init__(f"gave up waiting for {what}: {reason}")
+
+
+class WaitBlocked(NotEstablished):
+    """A pod the wait needs cannot run in this environment (its image cannot be pulled...): the check
+    is not established. Deliberately not a :class:`WaitError`: it is no failure of what is tested."""
+
+    def __init__(self, what: str, reason: str, last: object) -> None:
+        self.what, self.reason, self.last = what, reason, last
+        super().__init__(f"stopped waiting for {what}: {reason}")
 
 
 @dataclass
@@ -114,8 +126,12 @@ def watch_until(
     fail: Callable[[list[Obj]], str | None] | None = None,
     why: Callable[[list[Obj]], str] | None = None,
     then: Callable[[], object] | None = None,
+    environment: bool = True,
 ) -> list[Obj]:
     """Follow ``res`` until ``done(objects)`` holds; return the objects at that moment.
+
+    On pods, unless ``environment`` is False (a wait that expects such a state), a pod that
+    cannot run in this environment ends the wait at once with :class:`WaitBlocked`.
 
     ``then``, if given, runs once after the first list: the watch starts from that list's
     version, so every change the action causes is seen, even one over before the wait
@@ -144,6 +160,10 @@ def watch_until(
             reason = fail(current)
             if reason:
                 raise WaitFailed(what, reason, current)
+        if environment and res.kind == "Pod":
+            blocker = podstates.environment_blocker(current)
+            if blocker:
+                raise WaitBlocked(what, blocker, current)
         return False
 
     def timed_out() -> WaitTimeout:

@@ -44,7 +44,7 @@ from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import runtime_dirs
-from dra_harness.errors import HarnessError, KubeApiError, one_line
+from dra_harness.errors import HarnessError, KubeApiError, NotEstablished, one_line
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -205,6 +205,11 @@ _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(NotEstablished):
+        # The harness could not test: reported as a skip whose reason the report reads as "not established".
+        path, line, _ = item.reportinfo()
+        report.outcome = "skipped"
+        report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {results.as_not_established(one_line(call.excinfo.value))}")
     item.stash.setdefault(_PHASES, {})[report.when] = report
     return report
 

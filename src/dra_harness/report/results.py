@@ -9,7 +9,9 @@ A check that passed against expectations taken from the cluster under test (the
 inventory suite records ``expected_source: observed`` on an existing cluster without
 ``--expected-hardware``) compared the cluster with itself: it passes by construction,
 so the report shows it as *not established*, never as passed. So is a pass whose test
-recorded ``not_established`` (why it had nothing to check, e.g. a tenant audit over no claims).
+recorded ``not_established`` (why it had nothing to check, e.g. a tenant audit over no claims),
+and a skip whose reason starts "not established:" (the cluster lacked what the check needs:
+a preflight fact, or a pod whose image it could not pull; see :class:`dra_harness.errors.NotEstablished`).
 """
 
 from __future__ import annotations
@@ -52,9 +54,16 @@ OBSERVED_BASELINE = ("not established: the expected hardware was what the cluste
 _RANK = {"failed": 4, "error": 4, NOT_ESTABLISHED: 3, "passed": 2, "skipped": 1}
 
 
+def as_not_established(reason: str) -> str:
+    """A skip reason the report reads back as "not established"."""
+    return reason if reason.startswith(f"{NOT_ESTABLISHED}:") else f"{NOT_ESTABLISHED}: {reason}"
+
+
 def established(outcome: str, message: str, records: list[Obj]) -> tuple[str, str]:
     """The outcome the report shows: a pass against a baseline observed from the cluster under test,
-    or over nothing (a record's ``not_established``), is not one."""
+    or over nothing (a record's ``not_established``), is not one; nor is a skip the harness could not test."""
+    if outcome == "skipped" and message.startswith(f"{NOT_ESTABLISHED}:"):
+        return NOT_ESTABLISHED, message
     if outcome == "passed" and any(r.get("expected_source") == "observed" for r in records):
         return NOT_ESTABLISHED, OBSERVED_BASELINE
     nothing = next((r["not_established"] for r in records if r.get("not_established")), None)
