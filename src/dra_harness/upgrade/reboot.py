@@ -71,7 +71,8 @@ def observe(cluster: LocalCluster, kube: Kube, namespace: str, pods: list[str], 
     settled = watch_until(
         kube, rest.PODS,
         lambda ps: all(_outcome(p, restarts[p["metadata"]["name"]]) for p in ps if p["metadata"]["name"] in restarts),
-        SETTLE_DEADLINE_S, f"pods on {node} to run again or to be stuck creating their containers", namespace=namespace)
+        SETTLE_DEADLINE_S, f"pods on {node} to run again or to be stuck creating their containers", namespace=namespace,
+        environment=False)  # a stuck container is this wait's finding, not a reason to stop it
     for p in settled:
         name = p["metadata"]["name"]
         if name in restarts:
