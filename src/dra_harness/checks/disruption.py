@@ -22,7 +22,7 @@ from dra_harness.providers.handle import ClusterHandle
 from dra_harness.kube import rest
 from dra_harness.kube.pods import pod_ready
 from dra_harness.labels import DISRUPTABLE_LABEL
-from dra_harness.errors import ClusterError, Refused
+from dra_harness.errors import ClusterError, NotEstablished, Refused
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,9 @@ class RestartRecord:
     failure: str = ""
 
 
-class DisruptionRefused(Refused):
-    """The action is not allowed on this node or cluster; nothing was touched."""
+class DisruptionRefused(Refused, NotEstablished):
+    """The action is not allowed on this node or cluster; nothing was touched, and the check that
+    asked for it is not established (the cluster did not let us test), never failed."""
 
 
 class RestoreFailed(ClusterError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import json
 import logging
 import os
 import re
@@ -36,7 +37,10 @@ from dra_harness import providers
 from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle, sweep_run
 from dra_harness.providers.lock import ClusterLock
+from dra_harness.checks import needs as needs_mod
+from dra_harness.checks import preflight as preflight_mod
 from dra_harness.checks.disruption import Disruptor
+from dra_harness.report.files import write_json
 from dra_harness.report.evidence import Evidence
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
@@ -92,6 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
     config.addinivalue_line("markers", "simulated_devices: runs only where the contention nodes are simulated")
+    config.addinivalue_line("markers", "requires(*needs): what the check needs of the cluster (dra_harness.checks.needs); "
+                                       "not established at once, with the preflight's fact, when it is missing")
     if workerinput is None and config.getoption("--report-dir"):
         config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
         fp = Path(config.getoption("--report-dir")) / "fingerprint.json"
@@ -196,7 +202,47 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     if opt("--driver-daemonset"):
         namespace, _, name = opt("--driver-daemonset").partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+    facts = _preflight(request.config, handle)
+    if facts.driver_daemonset and not opt("--driver-daemonset") and handle.driver_pods() is None:
+        # The profile's name is a hint; the DaemonSet found serving the driver is what its pods are.
+        namespace, _, name = facts.driver_daemonset.partition("/")
+        handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+    handle.avoid = {**{n.name: f"unschedulable: {', '.join(n.taints) or 'cordoned'}" for n in facts.nodes.values()
+                       if not n.simulated and n.published and not n.schedulable},
+                    **{n.name: n.image_evidence for n in facts.container_nodes() if n.image == "unusable"}}
     return handle
+
+
+def _preflight(config: pytest.Config, handle: ClusterHandle) -> preflight_mod.Facts:
+    """The preflight's facts, gathered by the first process of the run that asks and read by the others."""
+    run_id = _run_id(config)
+    shared = Path(os.environ[_LOCK_DIR_ENV]) / f"{run_id}.preflight.json"
+    with _locked(run_id, "preflight", fcntl.LOCK_EX):
+        if shared.is_file():
+            return preflight_mod.Facts.from_json(json.loads(shared.read_text()))
+        facts = preflight_mod.collect(handle, config.getoption("--lease-namespace"))
+        write_json(shared, facts.to_json())
+        if config.getoption("--report-dir"):
+            write_json(Path(config.getoption("--report-dir")) / preflight_mod.FILE, facts.to_json())
+    log.info("preflight: %d nodes, %.1fs, errors: %s", len(facts.nodes), facts.seconds, facts.errors or "none")
+    return facts
+
+
+@pytest.fixture(scope="session")
+def preflight(request: pytest.FixtureRequest, cluster: ClusterHandle) -> preflight_mod.Facts:
+    """What this cluster lets us test (:mod:`dra_harness.checks.preflight`); a test reads free capacity here."""
+    return _preflight(request.config, cluster)
+
+
+@pytest.fixture(autouse=True)
+def _requirements(request: pytest.FixtureRequest) -> None:
+    """A check whose ``requires`` need is missing is not established, with the fact, before it creates anything."""
+    wanted = [n for m in request.node.iter_markers("requires") for n in m.args]
+    if not wanted:
+        return
+    why = needs_mod.unmet(request.getfixturevalue("preflight"), wanted)
+    if why:
+        raise NotEstablished(why)
 
 
 _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()

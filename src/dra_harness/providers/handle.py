@@ -74,6 +74,8 @@ class ClusterHandle:
     #: (provider), or what the cluster published at the start (observed: the cluster under test
     #: is its own baseline, so inventory checks against it establish nothing).
     expected_source: Literal["file", "provider", "observed"] = "provider"
+    #: Nodes no container check may pick, and why (the preflight found the probe image cannot run there).
+    avoid: dict[str, str] = field(default_factory=dict)
 
     @property
     def driver(self) -> str:
@@ -220,6 +222,7 @@ class ClusterHandle:
         return sorted(
             n["metadata"]["name"] for n in self.kube.list(rest.NODES)
             if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {}) and self.expected.nodes.get(n["metadata"]["name"])
+            and n["metadata"]["name"] not in self.avoid
         )
 
     @property

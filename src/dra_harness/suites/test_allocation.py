@@ -26,6 +26,7 @@ from dra_harness.kube.pods import (
     wait_unschedulable,
 )
 from dra_harness.kube.waits import wait_for_deletion, watch_until
+from dra_harness.checks import needs
 
 CLAIM_RELEASE_DEADLINE_S = 30.0
 
@@ -60,8 +61,9 @@ def test_pods_from_a_claim_template_get_distinct_devices_on_their_own_node(clust
         evidence.record(pod=name, node=node, device=str(dev))
 
 
-def test_a_claim_for_several_devices_gets_distinct_devices_on_one_node(cluster, namespace, evidence):
+def test_a_claim_for_several_devices_gets_distinct_devices_on_one_node(cluster, preflight, namespace, evidence):
     count = min(4, min(cluster.expected.nodes.values()))
+    needs.demand(preflight, needs.free_devices(count, same_node=True))
     cluster.template(namespace, "multi", cluster.request(count=count))
     cluster.pod(namespace, "multi", template="multi")
     pod, claim = _allocated_claim(cluster, namespace, "multi")
@@ -74,6 +76,7 @@ def test_a_claim_for_several_devices_gets_distinct_devices_on_one_node(cluster, 
 
 
 @pytest.mark.exclusive
+@pytest.mark.requires(needs.whole_node())
 def test_allocation_mode_all_takes_every_matching_device_of_a_node(cluster, namespace, evidence):
     cluster.template(namespace, "everything", cluster.request(all_devices=True))
     cluster.pod(namespace, "greedy", template="everything")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
@@ -34,9 +35,10 @@ def _sizes(cluster) -> list[int]:
 
 # A whole 8-device node is only free when no other test holds a device on it.
 @pytest.mark.parametrize("shards", [2, 4, pytest.param(8, marks=pytest.mark.exclusive)])
-def test_one_claim_for_all_shards_is_allocated_on_one_node(cluster, namespace, shards, evidence):
+def test_one_claim_for_all_shards_is_allocated_on_one_node(cluster, preflight, namespace, shards, evidence):
     if shards not in _sizes(cluster):
         pytest.skip(f"nodes have {_node_size(cluster)} devices, fewer than {shards}")
+    needs.demand(preflight, needs.free_devices(shards, same_node=True))
     constraints = [{"matchAttribute": cluster.profile.qualified(a)} for a in cluster.profile.coplacement_attributes]
     cluster.template(namespace, "tp", cluster.request(count=shards), constraints=constraints)
     cluster.pod(namespace, "tp-job", template="tp")
@@ -87,11 +89,15 @@ def _state(pod: dict) -> str:
 
 
 @pytest.mark.exclusive
-def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, namespace, evidence):
-    """Two jobs that each need a whole node, on one node: shards interleave; whole claims do not."""
+@pytest.mark.requires(needs.whole_node())
+def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, preflight, namespace, evidence):
+    """Two jobs that each need a whole node, on one node: shards interleave; whole claims do not.
+
+    The node is one the preflight saw wholly free and schedulable: on a shared cluster another
+    tenant's device, or a cordon, would let both jobs run and say nothing about the pattern."""
     kube = cluster.kube
-    size = _node_size(cluster)
-    node = sorted(cluster.expected.nodes)[0]
+    node = preflight.whole_free_nodes()[0]
+    size = preflight.nodes[node].published
     cluster.template(namespace, "shard", cluster.request())
     cluster.template(namespace, "whole", cluster.request(count=size))
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_evicted, wait_running, wait_unschedulable
@@ -79,6 +80,7 @@ def test_a_noschedule_taint_the_driver_publishes_keeps_new_claims_off_that_devic
     assert got == ["gpu-1"], f"a new claim got {got} although gpu-0 is reported unhealthy"
 
 
+@pytest.mark.requires(needs.pullable_image)
 def test_a_real_nodes_kubelet_reports_the_health_of_each_claimed_device_to_the_pod(cluster, namespace, evidence):
     nodes = cluster.container_nodes()
     if not nodes:

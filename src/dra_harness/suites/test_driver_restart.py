@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks.incontainer import devices_seen, probe_pod, read_env
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
@@ -26,7 +27,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import wait_for_object, watch_until
 
-pytestmark = pytest.mark.disruptive
+pytestmark = [pytest.mark.disruptive, pytest.mark.requires(needs.restartable_driver, needs.disruptable_node)]
 
 RETURN_DEADLINE_S = 60.0
 #: The kubelet wipes a node's slices this long after its driver unregisters (upstream: 30 s).
@@ -190,6 +191,7 @@ def _container_state(pod: dict) -> list[tuple[str, str, int]]:
     return [(c["name"], c.get("containerID", ""), c.get("restartCount", 0)) for c in pod["status"].get("containerStatuses") or []]
 
 
+@pytest.mark.requires(needs.pullable_image)
 def test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers_keep_running(
         cluster, namespace, disruptor, evidence):
     _needs_driver_held_down(cluster)

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks import metrics
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import rest
@@ -94,6 +95,7 @@ def test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_p
     assert not problems, problems
 
 
+@pytest.mark.requires(needs.pullable_image)
 def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster, namespace, evidence):
     nodes = cluster.container_nodes()
     if not nodes:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import builders as b
 from dra_harness.kube import rest
@@ -25,7 +26,8 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 
-pytestmark = pytest.mark.disruptive
+pytestmark = [pytest.mark.disruptive,
+              pytest.mark.requires(needs.disruptable_node, needs.right("patch-nodes"), needs.right("evict-pods"))]
 
 FREE_DEADLINE_S = 60.0
 #: How long a pod is watched in Terminating while its node's driver is stopped.
@@ -54,6 +56,7 @@ def _held_on(cluster, node: str) -> list[str]:
     return sorted(c for k, claims in cluster.allocations().items() if k in on_node for c in claims)
 
 
+@pytest.mark.requires(needs.restartable_driver)  # the driver goes last, as in a real drain
 def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhere(cluster, namespace, disruptor, evidence):
     kube = cluster.kube
     node = disruptor.target_node()
@@ -135,6 +138,7 @@ def _cdi_specs_naming(cluster, node: str, uid: str) -> list[str]:
     return sorted(p.name for p in cdi.glob("*") if p.is_file() and uid in p.read_text(errors="replace"))
 
 
+@pytest.mark.requires(needs.restartable_driver, needs.pullable_image)
 def test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepares_it(cluster, namespace, disruptor, evidence):
     """A real kubelet cannot unprepare a claim without its driver, so it keeps the pod: a finding for drains
     that stop the driver before the node is empty."""

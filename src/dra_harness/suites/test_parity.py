@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks import admin_access, config_webhook
 from dra_harness.errors import ClusterError
 from dra_harness.checks.incontainer import PRINT_ENV, devices_seen, mismatch, probe_pod, read_env
@@ -119,6 +120,7 @@ def _container_node(cluster) -> str:
     return nodes[0]
 
 
+@pytest.mark.requires(needs.pullable_image)
 def test_an_init_container_and_a_regular_container_share_one_gpu(cluster, namespace, evidence):
     """Upstream: "should share 1 GPU between init container and regular container"."""
     node = _container_node(cluster)
@@ -137,6 +139,7 @@ def test_an_init_container_and_a_regular_container_share_one_gpu(cluster, namesp
         assert why is None, f"{container}: {why}"
 
 
+@pytest.mark.requires(needs.pullable_image)
 def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in_the_container(cluster, namespace, evidence):
     """Upstream: "should have DRA_ADMIN_ACCESS set to true"; and the admin claim does not need the device free."""
     node = _container_node(cluster)

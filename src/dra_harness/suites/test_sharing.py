@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.checks.incontainer import (
     claim_uids,
     devices_seen,
@@ -163,6 +164,7 @@ def _allocated_names(cluster, namespace: str, pod_name: str) -> set[str]:
     return {d.device for c in pod_claims(cluster.kube, pod).values() for d in allocated_devices(c)}
 
 
+@pytest.mark.requires(needs.pullable_image)
 @pytest.mark.parametrize("case", ["one-pod-two-containers", "pods-sharing-a-claim", "template-pods"])
 def test_containers_see_exactly_their_allocated_devices(cluster, namespace, case, evidence):
     node = _container_nodes(cluster)[0]
@@ -201,6 +203,7 @@ GPU_CONFIGS = {
 }
 
 
+@pytest.mark.requires(needs.pullable_image)
 @pytest.mark.parametrize("strategy", sorted(GPU_CONFIGS))
 def test_the_sharing_settings_of_an_opaque_gpu_config_reach_the_container(cluster, namespace, strategy, evidence):
     if cluster.driver != "gpu.example.com":

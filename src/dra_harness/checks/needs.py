@@ -1,0 +1,115 @@
+"""What a check needs from the cluster, declared where the check is, judged against the preflight.
+
+A check says ``@pytest.mark.requires(needs.container_node, needs.free_devices(8, same_node=True))``;
+before it creates anything, the plugin asks each need of the preflight's facts
+(:mod:`dra_harness.checks.preflight`) and, when one is missing, reports the check as
+"not established" with that fact. A fact the preflight could not gather is no reason to
+refuse: the check then runs, and its own waits say what they see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dra_harness.checks.preflight import Facts
+from dra_harness.errors import NotEstablished
+
+#: Image states that say the probe image runs (or may: an undecided pull is no refusal).
+_RUNNABLE = ("usable", "imported by the harness", "unknown", "not probed")
+
+
+@dataclass(frozen=True)
+class Need:
+    name: str
+    judge: Callable[[Facts], str | None]  # why it is missing, or None
+
+    def missing(self, facts: Facts) -> str | None:
+        return self.judge(facts)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _container_node(f: Facts) -> str | None:
+    if f.container_nodes():
+        return None
+    real = [n.name for n in f.nodes.values() if not n.simulated and n.published]
+    if real:
+        return f"no node that runs containers is schedulable ({', '.join(real)}: cordoned or tainted)"
+    return f"no node runs real containers with {f.driver}'s devices (simulated nodes only)"
+
+
+def _image(f: Facts) -> str | None:
+    nodes = f.container_nodes()
+    if not nodes or any(n.image in _RUNNABLE for n in nodes):
+        return None
+    return f"the probe image {f.probe_image} cannot run on any node ({nodes[0].name}: {nodes[0].image_evidence}); pass --shell-image"
+
+
+def _restartable(f: Facts) -> str | None:
+    if f.driver_controlled:
+        return None
+    if not f.driver_daemonset:
+        return f"the driver is not a pod the harness can restart: {f.driver_evidence}"
+    if f.rights.get("delete-driver-pods") is False:
+        return f"the identity may not delete pods of {f.driver_daemonset} ({f.rights_evidence.get('delete-driver-pods', '')})"
+    return None
+
+
+def _disruptable(f: Facts) -> str | None:
+    if any(n.disruptable and n.published for n in f.nodes.values()):
+        return None
+    return "no schedulable node labelled dra-harness.io/disruptable=true publishes the driver's devices"
+
+
+container_node = Need("container_node", _container_node)
+#: Where no node runs containers there is nothing to pull: the check's own skip says so.
+pullable_image = Need("pullable_image", _image)
+restartable_driver = Need("restartable_driver", _restartable)
+disruptable_node = Need("disruptable_node", _disruptable)
+
+
+def free_devices(count: int, same_node: bool = False) -> Need:
+    """``count`` devices nobody else holds, on schedulable nodes (on one node with ``same_node``)."""
+    def judge(f: Facts) -> str | None:
+        free = f.free_on_one_node() if same_node else f.free_total()
+        if free >= count:
+            return None
+        where = "on one schedulable node" if same_node else "on schedulable nodes"
+        held = sum(len(n.held_by_others) for n in f.nodes.values())
+        return f"needs {count} free devices {where}; the preflight saw {free} ({held} held by other workloads)"
+    return Need(f"free_devices({count}{', same_node' if same_node else ''})", judge)
+
+
+def whole_node() -> Need:
+    """A schedulable node none of whose devices anyone else holds."""
+    def judge(f: Facts) -> str | None:
+        if f.whole_free_nodes():
+            return None
+        busy = {n.name: len(n.held_by_others) for n in f.nodes.values() if n.published and n.held_by_others}
+        closed = [n.name for n in f.nodes.values() if n.published and not n.schedulable]
+        return (f"no whole node is free: devices held by others on {busy or 'none'}; "
+                f"unschedulable: {', '.join(closed) or 'none'}")
+    return Need("whole_node", judge)
+
+
+def right(name: str) -> Need:
+    """A right of :data:`dra_harness.checks.preflight.RIGHTS` (not asked, or unknown: no refusal)."""
+    def judge(f: Facts) -> str | None:
+        if f.rights.get(name) is False:
+            return f"the identity {f.identity or '(unknown)'} lacks a right: {f.rights_evidence.get(name, name)}"
+        return None
+    return Need(f"right({name})", judge)
+
+
+def unmet(facts: Facts, needs: list[Need]) -> str | None:
+    """The first need ``facts`` do not meet, said in one line; None when all are met."""
+    return next((f"{n.name}: {why}" for n in needs if (why := n.missing(facts))), None)
+
+
+def demand(facts: Facts, *wanted: Need) -> None:
+    """Inside a check whose needs depend on what it reads first: not established at once unless all are met."""
+    why = unmet(facts, list(wanted))
+    if why:
+        raise NotEstablished(why)

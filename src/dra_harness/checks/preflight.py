@@ -1,0 +1,337 @@
+"""What this cluster lets us test, established before any check judges it.
+
+A check written on the cluster we built assumes what held there: an image it can pull,
+a driver DaemonSet of the name the profile knows, whole nodes free, every node
+schedulable. On a cluster someone else built each assumption can be false, and a check
+that finds it false then blames the product. The preflight asks first, in about 30 s, and
+writes the answers as facts with their evidence (``preflight.json``): the identity's
+rights for every verb the suites use, the driver's kubelet-plugin pods found by what they
+are, whether the probe image can be pulled on each node that runs containers and what
+admission does to a probe pod, and per node the devices published, held by others and
+free. Checks declare what they need (:mod:`dra_harness.checks.needs`) and are "not
+established" with the missing fact, at once, before they create anything.
+
+Capacity is a snapshot of what *others* hold at the start: this run's own tests take
+and free devices all the time, and the exclusive marker, not this file, keeps them apart.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dra_harness.checks import cel
+from dra_harness.errors import HarnessError
+from dra_harness.kube import builders, podstates, rest
+from dra_harness.kube.pods import allocated_devices
+from dra_harness.kube.types import Obj
+from dra_harness.kube.waits import WaitError, watch_until
+from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION, RUN_LABEL
+from dra_harness.providers.handle import ClusterHandle
+
+SCHEMA = 1
+#: The run directory's copy of the facts, which the report shows.
+FILE = "preflight.json"
+#: How long the image probe may take on each node: a pull still going then is "unknown", never "not pullable".
+IMAGE_PROBE_S = 20.0
+#: Rights the suites use: name -> (verb, group, resource, subresource, where: "cluster" | "driver" | "lease").
+RIGHTS: dict[str, tuple[str, str, str, str, str]] = {
+    "list-resource-slices": ("list", "resource.k8s.io", "resourceslices", "", "cluster"),
+    "list-resource-claims": ("list", "resource.k8s.io", "resourceclaims", "", "cluster"),
+    "list-nodes": ("list", "", "nodes", "", "cluster"),
+    "list-pods": ("list", "", "pods", "", "cluster"),
+    "create-namespaces": ("create", "", "namespaces", "", "cluster"),
+    "create-role-bindings": ("create", "rbac.authorization.k8s.io", "rolebindings", "", "cluster"),
+    "create-priority-classes": ("create", "scheduling.k8s.io", "priorityclasses", "", "cluster"),
+    "create-device-classes": ("create", "resource.k8s.io", "deviceclasses", "", "cluster"),
+    "create-admission-policies": ("create", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", "cluster"),
+    "create-subject-access-reviews": ("create", "authorization.k8s.io", "subjectaccessreviews", "", "cluster"),
+    "create-device-taint-rules": ("create", "resource.k8s.io", "devicetaintrules", "", "cluster"),
+    "patch-nodes": ("patch", "", "nodes", "", "cluster"),
+    "evict-pods": ("create", "", "pods", "eviction", "cluster"),
+    "node-proxy": ("get", "", "nodes", "proxy", "cluster"),
+    "create-nodes": ("create", "", "nodes", "", "cluster"),
+    "delete-driver-pods": ("delete", "", "pods", "", "driver"),
+    "create-leases": ("create", "coordination.k8s.io", "leases", "", "lease"),
+}
+
+
+@dataclass
+class NodeFacts:
+    name: str
+    simulated: bool  # KWOK plays its pods: nothing runs in a container there
+    schedulable: bool
+    disruptable: bool
+    taints: list[str] = field(default_factory=list)
+    published: int = 0
+    held_by_others: list[str] = field(default_factory=list)  # device names another workload's claims hold
+    driver_pods: list[str] = field(default_factory=list)  # namespace/name of the plugin pods serving the driver here
+    image: str = "not probed"  # pullable | not pullable | unknown | not probed | imported by the harness
+    image_evidence: str = ""
+
+    @property
+    def free(self) -> int:
+        return self.published - len(self.held_by_others)
+
+
+@dataclass
+class Facts:
+    """The preflight's answers; each carries the evidence a reviewer can check."""
+
+    run_id: str
+    driver: str
+    identity: str = ""
+    rights: dict[str, bool] = field(default_factory=dict)
+    rights_evidence: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    driver_controlled: bool = False  # the harness starts and stops the driver itself (embedded cluster)
+    driver_daemonset: str = ""  # namespace/name found serving the driver, "" when none or several
+    driver_evidence: str = ""
+    probe_image: str = ""
+    admission: dict[str, Any] = field(default_factory=dict)
+    device_classes: dict[str, dict[str, int]] = field(default_factory=dict)
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)  # a fact that could not be gathered, and why
+
+    def to_json(self) -> Obj:
+        out = asdict(self)
+        out["schema"] = SCHEMA
+        for name, node in self.nodes.items():
+            out["nodes"][name]["free"] = node.free
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Obj) -> Facts:
+        raw = {k: v for k, v in raw.items() if k != "schema"}
+        nodes = {n: NodeFacts(**{k: v for k, v in f.items() if k != "free"}) for n, f in (raw.pop("nodes", None) or {}).items()}
+        return cls(**raw, nodes=nodes)
+
+    # -- questions the needs ask ---------------------------------------------------------------
+    def container_nodes(self) -> list[NodeFacts]:
+        return [n for n in self.nodes.values() if not n.simulated and n.published and n.schedulable]
+
+    def whole_free_nodes(self) -> list[str]:
+        """Schedulable nodes none of whose published devices another workload holds, largest first."""
+        return [n.name for n in sorted(self.nodes.values(), key=lambda n: (-n.published, n.name))
+                if n.schedulable and n.published and not n.held_by_others]
+
+    def free_on_one_node(self) -> int:
+        return max((n.free for n in self.nodes.values() if n.schedulable), default=0)
+
+    def free_total(self) -> int:
+        return sum(n.free for n in self.nodes.values() if n.schedulable)
+
+
+def _nodes(handle: ClusterHandle, facts: Facts) -> None:
+    by_device = {key: where["node"] or "" for key, where in handle.published().items()}
+    published: dict[str, list[str]] = {}
+    for key, node in by_device.items():
+        published.setdefault(node, []).append(key[2])
+    held: dict[str, list[str]] = {}
+    ours = run_namespaces(handle)
+    for claim in handle.kube.list(rest.RESOURCE_CLAIMS):
+        if claim["metadata"]["namespace"] in ours:
+            continue
+        for dev in allocated_devices(claim):
+            if dev.key in by_device:
+                held.setdefault(by_device[dev.key], []).append(dev.device)
+    for node in handle.kube.list(rest.NODES):
+        name = node["metadata"]["name"]
+        taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in node["spec"].get("taints") or []]
+        blocking = [t for t in node["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
+        schedulable = not node["spec"].get("unschedulable") and not blocking
+        labels = node["metadata"].get("labels") or {}
+        facts.nodes[name] = NodeFacts(
+            name, simulated=KWOK_ANNOTATION in (node["metadata"].get("annotations") or {}), schedulable=schedulable,
+            disruptable=labels.get(DISRUPTABLE_LABEL) == "true" and schedulable, taints=taints,
+            published=len(published.get(name, [])), held_by_others=sorted(held.get(name, [])))
+
+
+def run_namespaces(handle: ClusterHandle) -> set[str]:
+    """Namespaces of harness runs, this one's and any other's: their claims come and go with their tests,
+    which the cluster lock keeps apart from an exclusive one; they are not another workload's load."""
+    return {n["metadata"]["name"] for n in handle.kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)}
+
+
+def _rights(handle: ClusterHandle, facts: Facts, lease_namespace: str) -> None:
+    kube = handle.kube
+    try:
+        review = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                              {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        facts.identity = review.get("status", {}).get("userInfo", {}).get("username", "")
+    except HarnessError as e:
+        facts.errors.append(f"identity: {e}")
+    driver_ns = facts.driver_daemonset.partition("/")[0] or handle.profile.driver_daemonset[0]
+    for name, (verb, group, resource, sub, where) in RIGHTS.items():
+        namespace = {"driver": driver_ns, "lease": lease_namespace}.get(where)
+        attrs = {"verb": verb, "group": group, "resource": resource, **({"subresource": sub} if sub else {}),
+                 **({"namespace": namespace} if namespace else {})}
+        try:
+            answer = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs}})
+        except HarnessError as e:
+            facts.errors.append(f"right {name}: {e}")
+            continue
+        status = answer.get("status", {})
+        facts.rights[name] = bool(status.get("allowed"))
+        scope = f" in {namespace}" if namespace else ""
+        facts.rights_evidence[name] = (f"{verb} {resource}{'/' + sub if sub else ''}{scope}: "
+                                       + ("allowed" if status.get("allowed") else f"denied {status.get('reason', '')}".strip()))
+
+
+def _plugin_pods(handle: ClusterHandle, facts: Facts) -> None:
+    """Pods serving the driver, found by what they are: on a node with the driver's slices, mounting a
+    kubelet plugin path of the driver (or its registration directory) from the host. The profile's
+    DaemonSet name is only a hint; several owners, or none, are facts too."""
+    facts.driver_controlled = handle.controls_driver
+    owners: dict[str, set[str]] = {}
+    for pod in handle.kube.list(rest.PODS):
+        node = pod["spec"].get("nodeName") or ""
+        if node not in facts.nodes or not facts.nodes[node].published or pod["metadata"].get("deletionTimestamp"):
+            continue
+        paths = [(v.get("hostPath") or {}).get("path", "") for v in pod["spec"].get("volumes") or []]
+        serves = any(facts.driver in p for p in paths) or (
+            any("plugins_registry" in p for p in paths) and _names_driver(pod, facts.driver))
+        if not serves:
+            continue
+        meta = pod["metadata"]
+        facts.nodes[node].driver_pods.append(f"{meta['namespace']}/{meta['name']}")
+        owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), "")
+        owners.setdefault(f"{meta['namespace']}/{owner}" if owner else "", set()).add(node)
+    hint = "/".join(handle.profile.driver_daemonset)
+    daemonsets = sorted(o for o in owners if o)
+    if len(daemonsets) == 1:
+        facts.driver_daemonset = daemonsets[0]
+        facts.driver_evidence = (f"DaemonSet {daemonsets[0]} runs the plugin on {len(owners[daemonsets[0]])} node(s) "
+                                 f"(found by its host paths; the profile's hint was {hint or 'none'})")
+    elif daemonsets:
+        facts.driver_evidence = f"several DaemonSets serve {facts.driver}: {', '.join(daemonsets)}; pass --driver-daemonset"
+    elif "" in owners:
+        facts.driver_evidence = f"the plugin pods of {facts.driver} belong to no DaemonSet: not a pod the harness can restart"
+    elif facts.driver_controlled:
+        facts.driver_evidence = "the driver runs as processes the harness starts and stops (embedded cluster)"
+    else:
+        facts.driver_evidence = f"no pod on a node with {facts.driver}'s slices mounts its plugin paths: not a pod we can restart"
+
+
+def _names_driver(pod: Obj, driver: str) -> bool:
+    """Whether a pod's containers name the driver (its args or env), for plugins whose paths do not."""
+    for c in pod["spec"].get("containers") or []:
+        words = [*(c.get("args") or []), *(c.get("command") or []), *(str(e.get("value", "")) for e in c.get("env") or [])]
+        if any(driver in w for w in words):
+            return True
+    return False
+
+
+def _device_classes(handle: ClusterHandle, facts: Facts) -> None:
+    """Devices each DeviceClass of the driver selects, published and free (held by nobody else)."""
+    published = handle.published()
+    runs = run_namespaces(handle)
+    held = {k for k, claims in handle.allocations().items() if not all(c.split("/")[0] in runs for c in claims)}
+    for dc in handle.kube.list(rest.DEVICE_CLASSES):
+        exprs = [s["cel"]["expression"] for s in dc["spec"].get("selectors") or [] if "cel" in s]
+        if not any(facts.driver in e for e in exprs):
+            continue
+        matched = [k for k, where in published.items()
+                   if all(cel.evaluate(e, facts.driver, where["device"]).matched for e in exprs)]
+        facts.device_classes[dc["metadata"]["name"]] = {"published": len(matched), "free": len([k for k in matched if k not in held])}
+
+
+def _decided(pod: Obj) -> bool:
+    return pod["status"].get("phase") in ("Running", "Succeeded", "Failed") or bool(podstates.environment_blocker([pod]))
+
+
+def _images(handle: ClusterHandle, facts: Facts) -> None:
+    """One tiny pod per node that runs containers, with the probe image and its shell; stopped at the first
+    sign either way. Also what admission does to such a pod in a namespace of ours (a server-side dry run)."""
+    image = facts.probe_image = handle.probe_image
+    nodes = [n for n in facts.container_nodes()]
+    if handle.provider.workload_image and image == handle.provider.workload_image:
+        for n in nodes:
+            n.image, n.image_evidence = "imported by the harness", f"{image} is imported on the harness's own nodes"
+        return
+    if not facts.rights.get("create-namespaces", False):
+        facts.admission = {"allowed": None, "evidence": "not probed: the identity may not create namespaces"}
+        return
+    namespace = f"drh-pre-{uuid.uuid4().hex[:8]}"
+    kube = handle.kube
+    handle.create_namespace(namespace, {RUN_LABEL: handle.run_id})
+    try:
+        watch_until(kube, rest.SERVICE_ACCOUNTS, lambda items: bool(items), 15, f"default ServiceAccount in {namespace}",
+                    namespace=namespace, field_selector="metadata.name=default")
+        facts.admission = _admission(handle, namespace, image)
+        if not facts.admission.get("allowed"):
+            for n in nodes:
+                n.image, n.image_evidence = "unknown", f"admission refused the probe pod: {facts.admission.get('evidence')}"
+            return
+        for i, n in enumerate(nodes):
+            body = _probe_body(f"pull-{i}", handle.run_id, image, n.name)
+            kube.create(rest.PODS, body, namespace)
+        try:
+            pods = watch_until(kube, rest.PODS, lambda ps: len(ps) == len(nodes) and all(_decided(p) for p in ps),
+                               IMAGE_PROBE_S, f"the probe image {image} to start or fail on {len(nodes)} node(s)",
+                               namespace=namespace, environment=False)
+        except WaitError as e:
+            pods = list(getattr(e, "last", None) or [])
+        by_node = {(p["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname"): p for p in pods}
+        for n in nodes:
+            pod = by_node.get(n.name)
+            blocker = podstates.environment_blocker([pod]) if pod else None
+            phase = pod["status"].get("phase") if pod else None
+            if blocker:
+                n.image, n.image_evidence = "unusable", blocker
+            elif phase in ("Running", "Succeeded"):
+                n.image, n.image_evidence = "usable", f"{image} ran on {n.name} ({phase})"
+            elif phase == "Failed":
+                n.image, n.image_evidence = "unusable", f"{image} was pulled but its shell did not run on {n.name}"
+            else:
+                n.image, n.image_evidence = "unknown", f"no answer within {IMAGE_PROBE_S:.0f}s (a slow pull?)"
+    finally:
+        handle.delete_namespace(namespace)
+
+
+def _probe_body(name: str, run_id: str, image: str, node: str) -> Obj:
+    body = builders.pod(name, run_id, node_name=node, image=image)
+    body["spec"]["restartPolicy"] = "Never"
+    body["spec"]["containers"][0]["command"] = ["sh", "-c", "exit 0"]
+    return body
+
+
+def _admission(handle: ClusterHandle, namespace: str, image: str) -> Obj:
+    """A server-side dry run of a probe pod: refused (and why), or admitted with what admission changed."""
+    kube = handle.kube
+    body = _probe_body("admission", handle.run_id, image, "")
+    body["spec"].pop("nodeSelector", None)
+    labels = kube.get(rest.NAMESPACES, namespace)["metadata"].get("labels") or {}
+    enforced = {k.rsplit("/", 1)[1]: v for k, v in labels.items() if k.startswith("pod-security.kubernetes.io/")}
+    quotas = [q["metadata"]["name"] for q in kube.list(rest.RESOURCE_QUOTAS, namespace)]
+    out: Obj = {"pod_security": enforced, "resource_quotas": quotas}
+    try:
+        admitted = kube.create(rest.PODS, body, namespace, dry_run=True)
+    except rest.ApiError as e:
+        return {**out, "allowed": False, "evidence": e.message[:300]}
+    resources = admitted["spec"]["containers"][0].get("resources") or {}
+    added = {k: v for k, v in resources.items() if k != "claims"}
+    return {**out, "allowed": True, "defaults": added,
+            "evidence": "admitted" + (f"; admission set {added}" if added else " unchanged")}
+
+
+def collect(handle: ClusterHandle, lease_namespace: str = "default", probe_images: bool = True) -> Facts:
+    """Every fact the needs ask about. A fact that cannot be gathered is said in ``errors``, never guessed."""
+    started = time.monotonic()
+    facts = Facts(handle.run_id, handle.driver)
+    steps = [("nodes and devices", _nodes), ("driver pods", _plugin_pods),
+             ("rights", lambda h, f: _rights(h, f, lease_namespace)), ("device classes", _device_classes)]
+    if probe_images:
+        steps.append(("probe image", _images))
+    for what, step in steps:
+        try:
+            step(handle, facts)
+        except (HarnessError, cel.SelectorError) as e:
+            facts.errors.append(f"{what}: {e}")
+    facts.seconds = round(time.monotonic() - started, 3)
+    return facts
+

@@ -1,0 +1,83 @@
+"""A check's needs judged against the preflight's facts: missing facts name themselves, unknown ones refuse nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_harness.checks import needs
+from dra_harness.checks.preflight import Facts, NodeFacts
+from dra_harness.errors import NotEstablished
+
+
+def _facts(**over) -> Facts:
+    nodes = {
+        "gpu-a": NodeFacts("gpu-a", simulated=False, schedulable=True, disruptable=True, published=8, image="usable"),
+        "gpu-b": NodeFacts("gpu-b", simulated=True, schedulable=True, disruptable=False, published=8),
+    }
+    facts = Facts("run-1", "gpu.example.com", identity="system:serviceaccount:ci:dra-harness", nodes=nodes,
+                  driver_daemonset="dra-driver/example-kubeletplugin", rights={"patch-nodes": True, "delete-driver-pods": True})
+    for k, v in over.items():
+        setattr(facts, k, v)
+    return facts
+
+
+def test_a_cluster_with_what_every_check_needs_meets_every_need():
+    wanted = [needs.container_node, needs.pullable_image, needs.restartable_driver, needs.disruptable_node,
+              needs.whole_node(), needs.free_devices(16), needs.free_devices(8, same_node=True), needs.right("patch-nodes")]
+    assert needs.unmet(_facts(), wanted) is None
+
+
+def test_devices_other_tenants_hold_and_a_cordon_leave_no_whole_node_and_say_where():
+    f = _facts()
+    f.nodes["gpu-a"].held_by_others = ["gpu-3"]
+    f.nodes["gpu-b"].schedulable = False
+    why = needs.unmet(f, [needs.whole_node()])
+    assert why == "whole_node: no whole node is free: devices held by others on {'gpu-a': 1}; unschedulable: gpu-b"
+    assert needs.unmet(f, [needs.free_devices(8, same_node=True)]) == (
+        "free_devices(8, same_node): needs 8 free devices on one schedulable node; the preflight saw 7 (1 held by other workloads)")
+    assert needs.unmet(f, [needs.free_devices(7, same_node=True)]) is None  # negative control: 7 are free
+
+
+def test_a_driver_that_is_no_daemonset_pod_cannot_be_restarted_and_the_evidence_says_why():
+    f = _facts(driver_daemonset="", driver_evidence="the plugin pods of gpu.example.com belong to no DaemonSet")
+    assert needs.unmet(f, [needs.restartable_driver]) == (
+        "restartable_driver: the driver is not a pod the harness can restart: the plugin pods of gpu.example.com belong to no DaemonSet")
+    assert needs.unmet(_facts(driver_daemonset="", driver_controlled=True), [needs.restartable_driver]) is None
+
+
+def test_a_right_denied_is_missing_and_a_right_never_asked_refuses_nothing():
+    f = _facts(rights={"delete-driver-pods": False}, rights_evidence={"delete-driver-pods": "delete pods in dra-driver: denied"})
+    assert needs.unmet(f, [needs.restartable_driver]).endswith("may not delete pods of dra-driver/example-kubeletplugin (delete pods in dra-driver: denied)")
+    assert "lacks a right: delete pods in dra-driver: denied" in needs.unmet(f, [needs.right("delete-driver-pods")])
+    assert needs.unmet(f, [needs.right("create-device-taint-rules")]) is None
+
+
+def test_an_image_no_node_can_run_is_missing_but_an_undecided_pull_is_not():
+    f = _facts()
+    f.nodes["gpu-a"].image, f.nodes["gpu-a"].image_evidence = "unusable", "pod x container c: ErrImagePull: dial tcp"
+    f.probe_image = "busybox:1.36"
+    assert needs.unmet(f, [needs.pullable_image]) == (
+        "pullable_image: the probe image busybox:1.36 cannot run on any node (gpu-a: pod x container c: ErrImagePull: dial tcp); "
+        "pass --shell-image")
+    f.nodes["gpu-a"].image = "unknown"
+    assert needs.unmet(f, [needs.pullable_image]) is None
+
+
+def test_no_disruptable_node_is_missing():
+    f = _facts()
+    f.nodes["gpu-a"].disruptable = False
+    assert needs.unmet(f, [needs.disruptable_node]).startswith("disruptable_node: no schedulable node labelled")
+
+
+def test_demand_raises_not_established_with_the_missing_fact():
+    with pytest.raises(NotEstablished, match="needs 20 free devices"):
+        needs.demand(_facts(), needs.free_devices(20))
+
+
+def test_facts_survive_their_json_round_trip_with_free_counts():
+    f = _facts()
+    f.nodes["gpu-a"].held_by_others = ["gpu-0", "gpu-1"]
+    raw = f.to_json()
+    assert raw["nodes"]["gpu-a"]["free"] == 6 and raw["schema"] == 1
+    back = Facts.from_json(raw)
+    assert back == f and back.nodes["gpu-a"].free == 6
