@@ -81,3 +81,26 @@ def test_facts_survive_their_json_round_trip_with_free_counts():
     assert raw["nodes"]["gpu-a"]["free"] == 6 and raw["schema"] == 1
     back = Facts.from_json(raw)
     assert back == f and back.nodes["gpu-a"].free == 6
+
+
+def test_the_report_shows_what_the_cluster_allowed_us_to_test(tmp_path):
+    from dra_harness.checks import preflight
+    from dra_harness.report import write_report
+    from dra_harness.report.files import RunDirError, write_json
+    from tests.unit.report_runs import make_run
+
+    run = make_run(tmp_path / "run", contention_scale=None)
+    md_without = (write_report(run), (run / "signoff.md").read_text())[1]
+    assert "No preflight was recorded for this run." in md_without  # negative control: no file, no facts
+    f = _facts(rights={"patch-nodes": False}, rights_evidence={"patch-nodes": "patch nodes: denied"}, seconds=4.2)
+    f.nodes["gpu-a"].held_by_others = ["gpu-3"]
+    write_json(run / preflight.FILE, f.to_json())
+    html = write_report(run).read_text()
+    md = (run / "signoff.md").read_text()
+    assert "## What this cluster allowed us to test" in md and "Established by the preflight in 4.2 s" in md
+    assert "| rights | 0 of 1 verbs the suites use allowed | patch nodes: denied |" in md
+    assert "| node gpu-a | 7 of 8 devices free; schedulable, disruptable; probe image usable | held by others: gpu-3 |" in md
+    assert 'id="preflight"' in html and "held by others: gpu-3" in html
+    (run / preflight.FILE).write_text('{"nodes": 3}')
+    with pytest.raises(RunDirError, match="not a preflight record"):
+        write_report(run)

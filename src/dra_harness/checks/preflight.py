@@ -335,3 +335,33 @@ def collect(handle: ClusterHandle, lease_namespace: str = "default", probe_image
     facts.seconds = round(time.monotonic() - started, 3)
     return facts
 
+
+
+def describe(facts: Facts) -> list[dict[str, str]]:
+    """The facts as rows a reviewer reads (fact, what was found, the evidence), for the report and the CLI."""
+    denied = [n for n, ok in facts.rights.items() if not ok]
+    rows = [
+        {"fact": "identity", "value": facts.identity or "unknown", "evidence": "SelfSubjectReview"},
+        {"fact": "rights", "value": f"{len(facts.rights) - len(denied)} of {len(facts.rights)} verbs the suites use allowed",
+         "evidence": "; ".join(facts.rights_evidence[n] for n in denied) or "every one allowed"},
+        {"fact": "driver", "value": facts.driver_daemonset or ("processes of the harness" if facts.driver_controlled else "not restartable"),
+         "evidence": facts.driver_evidence},
+        {"fact": "admission of a probe pod", "value": {True: "admitted", False: "refused", None: "not probed"}.get(
+            facts.admission.get("allowed"), "not probed"), "evidence": str(facts.admission.get("evidence", ""))},
+    ]
+    for n in sorted(facts.nodes.values(), key=lambda n: n.name):
+        if not n.published and n.simulated:
+            continue
+        state = ("schedulable" if n.schedulable else "unschedulable") + (", disruptable" if n.disruptable else "")
+        rows.append({"fact": f"node {n.name}", "value": f"{n.free} of {n.published} devices free; {state}"
+                     + ("" if n.simulated else f"; probe image {n.image}"),
+                     "evidence": "; ".join(filter(None, [
+                         f"held by others: {', '.join(n.held_by_others)}" if n.held_by_others else "",
+                         f"taints: {', '.join(n.taints)}" if n.taints else "",
+                         f"plugin pods: {', '.join(n.driver_pods)}" if n.driver_pods else "",
+                         n.image_evidence]))})
+    for name, c in sorted(facts.device_classes.items()):
+        rows.append({"fact": f"DeviceClass {name}", "value": f"{c['free']} of {c['published']} devices free",
+                     "evidence": "its CEL selectors evaluated on every published device"})
+    rows += [{"fact": "not gathered", "value": e.split(":", 1)[0], "evidence": e} for e in facts.errors]
+    return rows

@@ -110,3 +110,6 @@ main.add_command(canary_group)
 from dra_harness.cli.lint import lint  # noqa: E402
 
 main.add_command(lint)
+from dra_harness.cli.preflight import preflight  # noqa: E402
+
+main.add_command(preflight)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dra_harness import __version__, yamlfile
 from dra_harness.kube.types import Obj
+from dra_harness.checks import preflight
 from dra_harness.report import allocations, allure_extra, contention, design, pdf, provenance, readable, render, results, rundir, upgrade, vendor
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
@@ -190,7 +191,21 @@ def build_summary(run_dir: Path) -> Obj:
         },
         "vendor_questions": vendor.questions(rows, fp),
         "allocations": {"pods": len(allocs), "rows": allocs[:ALLOCATION_ROWS_SHOWN]},
+        "preflight": _preflight(run_dir),
     }
+
+
+def _preflight(run_dir: Path) -> Obj | None:
+    """What the cluster allowed us to test (``preflight.json``, written by the run's first stage), as rows."""
+    path = run_dir / preflight.FILE
+    if not path.is_file():
+        return None
+    raw = yamlfile.load_json(path, RunDirError, str(path))
+    try:
+        facts = preflight.Facts.from_json(raw)
+    except (TypeError, AttributeError, KeyError) as e:
+        raise RunDirError(f"{path}: not a preflight record ({e})") from None
+    return {"seconds": facts.seconds, "rows": preflight.describe(facts)}
 
 
 def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:

@@ -1,0 +1,81 @@
+"""``dra-harness preflight``: what a cluster lets the harness test, before a run.
+
+The same facts the first stage of ``run`` gathers (:mod:`dra_harness.checks.preflight`),
+for a platform team asking before a run what it would establish on a cluster of theirs.
+It creates one namespace of its own for the image probe and removes it (and anything of
+its run id) before it returns, however it ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from dra_harness.cli.run import click_option
+from dra_harness.options import OPTIONS
+
+err = Console(stderr=True)
+#: The run options that say which cluster and driver, and how to reach and probe them.
+_OPTIONS = ("--kubeconfig", "--context", "--driver", "--driver-daemonset", "--shell-image", "--expected-hardware",
+            "--lease-namespace")
+
+
+def _with_options(f: Any) -> Any:
+    for o in reversed([o for o in OPTIONS if o.flag in _OPTIONS]):
+        f = click_option(o)(f)
+    return f
+
+
+@click.command()
+@_with_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the facts as JSON (preflight.json) here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON instead of a table.")
+def preflight(out: str | None, as_json: bool, **values: Any) -> None:
+    """Say what this cluster lets the harness test: rights, driver pods, images, admission, free devices."""
+    from dra_harness import lifetime, providers
+    from dra_harness.checks import preflight as facts_mod
+    from dra_harness.cli.runner import new_run_id
+    from dra_harness.plugin import inputs
+    from dra_harness.providers.handle import sweep_run
+    from dra_harness.report.files import write_json
+
+    values = {**values, "cluster": "existing"}
+    if values.get("kubeconfig"):
+        values["kubeconfig"] = str(Path(values["kubeconfig"]).resolve())
+    provider = providers.create(values, new_run_id().lower())
+    inputs.check(provider, None)  # one line for a bad kubeconfig, an unreachable cluster, a bad profile
+    lifetime.terminate_as_interrupt()
+    handle = provider.open(owner_pid=os.getpid())
+    handle.shell_image = values.get("shell_image")
+    if values.get("driver_daemonset"):
+        namespace, _, name = values["driver_daemonset"].partition("/")
+        handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+    try:
+        with err.status("asking the cluster what it lets us test"):
+            facts = facts_mod.collect(handle, values.get("lease_namespace") or "default")
+    finally:
+        with lifetime.cleaning_up():
+            left = sweep_run(handle.kube, provider.run_id, lease_namespace=values.get("lease_namespace") or "default")
+            if left:
+                err.print(f"could not remove: {', '.join(left)}", highlight=False)
+    if out:
+        write_json(Path(out), facts.to_json())
+    if as_json:
+        import json
+
+        click.echo(json.dumps(facts.to_json(), indent=2))
+        return
+    table = Table(title=f"what {handle.kubeconfig} lets dra-harness test ({facts.seconds:.1f} s)")
+    for column in ("fact", "found", "evidence"):
+        table.add_column(column, overflow="fold")
+    for row in facts_mod.describe(facts):
+        table.add_row(escape(row["fact"]), escape(row["value"]), escape(row["evidence"]))
+    Console(file=sys.stdout, width=max(120, Console().width)).print(table)
