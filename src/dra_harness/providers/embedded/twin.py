@@ -9,6 +9,12 @@ kubeconfig: a run through it (``--cluster existing``) sees what a user's run see
 
 What it installs is *not the harness's*: nothing carries the run label, and
 :func:`others` snapshots it so a test can prove a run left every piece as it was.
+
+A :class:`Shape` says how this staging cluster differs from the one the checks were
+written on (the driver's DaemonSet under another release name, or no pod at all; no
+pullable probe image; tenants holding devices down to no whole node free; cordoned and
+tainted nodes; an identity without the disruptive role). ``Shape()`` is the fixed twin;
+``tests/integration/twins`` draws others from a seed.
 """
 
 from __future__ import annotations
@@ -40,7 +46,6 @@ _RBAC_GROUP = "rbac.authorization.k8s.io"
 CLUSTER_ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True)
 
-TENANTS = ("tenant-a", "tenant-b")
 OTHER_DRIVER = "other.example.com"
 OTHER_NAMESPACE = "other-dra-driver"
 CI_NAMESPACE = "dra-harness-ci"
@@ -50,17 +55,47 @@ TENANT_DEVICE_CLASS = "tenant-large-gpus"
 GENERIC_LABELS = {"app.kubernetes.io/component": "kubeletplugin"}
 
 
+#: Where a shape's driver runs: as the profile says, as a Helm release named otherwise, or not in a pod.
+DRIVER_FORMS = ("profile-daemonset", "release-daemonset", "processes")
+#: The release a user installed the driver under, which the profile does not know.
+RELEASE_NAMESPACE, RELEASE_NAME = "acme-gpu", "acme-dra-kubeletplugin"
+MAINTENANCE_TAINT = {"key": "maintenance.example.com/reboot", "value": "pending", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a staging cluster differs from ours. Node positions index :meth:`ClusterSpec.all_node_names`
+    (the simulated nodes, then the real ones)."""
+
+    seed: int = 0
+    driver: str = "profile-daemonset"
+    shell_image: bool = True  # the run passes --shell-image; without it the public busybox cannot be pulled here
+    tenants: tuple[tuple[int, int], ...] = ((2, 1), (2, 1))  # (node, devices) each tenant's pod holds
+    cordoned: tuple[int, ...] = (1,)
+    tainted: tuple[int, ...] = ()
+    not_disruptable: tuple[int, ...] = (2,)
+    disruptive_role: bool = True
+    other_driver: bool = True
+
+    def describe(self) -> str:
+        return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
+                f"tenants {list(self.tenants)}, cordoned {list(self.cordoned)}, tainted {list(self.tainted)}, "
+                f"not disruptable {list(self.not_disruptable)}, disruptive role {self.disruptive_role}, "
+                f"other driver {self.other_driver}")
+
+
 @dataclass(frozen=True)
 class Twin:
     kubeconfig: Path  # the ServiceAccount's: the only way the run under test reaches the cluster
     expected_hardware: Path
-    maintenance_node: str  # labelled disruptable, cordoned before any run
+    maintenance_node: str  # labelled disruptable, cordoned before any run ("" when the shape cordons none)
     tenant_node: str  # runs the tenants' pods; not labelled disruptable
     daemonset_nodes: tuple[str, ...]  # nodes whose devices the DaemonSet's plugin publishes
+    shape: Shape = Shape()
 
 
-def build(cluster: LocalCluster, workdir: Path | None = None) -> Twin:
-    """Install the staging furniture on a running embedded cluster of at least 3 KWOK nodes."""
+def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Shape()) -> Twin:
+    """Install the staging furniture of ``shape`` on a running embedded cluster of at least 3 KWOK nodes."""
     state = cluster.state()
     if state is None:
         raise ClusterError(f"cluster {cluster.name} is not up")
@@ -71,27 +106,36 @@ def build(cluster: LocalCluster, workdir: Path | None = None) -> Twin:
     kube = cluster.kube()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dra-harness-twin-"))
     workdir.chmod(0o700)
-    real = [n for n in spec.all_node_names() if n not in kwok]
-    maintenance, tenant_node = kwok[1], kwok[2]
+    nodes = spec.all_node_names()
+    real = [n for n in nodes if n not in kwok]
 
-    _install_driver_daemonset(cluster, kube, real)
-    _install_other_driver(kube, kwok)
-    _install_tenants(kube, tenant_node)
-    kube.patch(rest.NODES, tenant_node, {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}})
-    kube.patch(rest.NODES, maintenance, {"spec": {"unschedulable": True}})
-    kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig")
+    namespace = _install_driver(cluster, kube, real, shape.driver) if shape.driver != "processes" else None
+    if shape.other_driver:
+        _install_other_driver(kube, kwok)
+    _install_tenants(kube, [(nodes[i], count) for i, count in shape.tenants])
+    for i in shape.not_disruptable:
+        kube.patch(rest.NODES, nodes[i], {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}})
+    for i in shape.tainted:
+        kube.patch(rest.NODES, nodes[i], {"spec": {"taints": [MAINTENANCE_TAINT]}})
+    for i in shape.cordoned:
+        kube.patch(rest.NODES, nodes[i], {"spec": {"unschedulable": True}})
+    kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig",
+                                           disruptive=shape.disruptive_role, driver_namespace=namespace)
     hardware = workdir / "expected-hardware.yaml"
     hardware.write_text(yaml.safe_dump({
         "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
-        "nodes": {n: {"devices": spec.gpus_per_node} for n in spec.all_node_names()},
+        "nodes": {n: {"devices": spec.gpus_per_node} for n in nodes},
         "devices": {"attributes": {"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"}, "capacity": {"memory": "80Gi"}},
     }))
-    return Twin(kubeconfig, hardware, maintenance, tenant_node, tuple(real))
+    maintenance = nodes[shape.cordoned[0]] if shape.cordoned else ""
+    tenant_node = nodes[shape.tenants[0][0]] if shape.tenants else ""
+    return Twin(kubeconfig, hardware, maintenance, tenant_node, tuple(real) if namespace else (), shape)
 
 
-def _install_driver_daemonset(cluster: LocalCluster, kube: Kube, real: list[str]) -> None:
-    """The example driver as its chart installs it, on every node. On a real node it replaces
-    the plugin process; on a KWOK node KWOK plays its pod while the process keeps publishing."""
+def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: str) -> str:
+    """The example driver as its chart installs it, on every node; its namespace. On a real node it replaces
+    the plugin process; on a KWOK node KWOK plays its pod while the process keeps publishing. The
+    ``release-daemonset`` form installs it under a namespace and name the profile does not know."""
     state = cluster.state()
     assert state is not None
     for node in real:
@@ -104,6 +148,13 @@ def _install_driver_daemonset(cluster: LocalCluster, kube: Kube, real: list[str]
         kubelet_root, cdi_root = str(rn.kubelet_root), str(rn.cdi_dir)
     docs = driver_manifests.render_driver_manifests(DRIVER_IMAGE, kubelet_root, cdi_root=cdi_root)
     driver_manifests.for_embedded(docs, state.ports["apiserver"], state.spec.gpus_per_node)
+    namespace = driver_manifests.NAMESPACE
+    if form == "release-daemonset":
+        namespace = RELEASE_NAMESPACE
+        for doc in docs:
+            _rename(doc, driver_manifests.NAMESPACE, RELEASE_NAMESPACE)
+            if doc["kind"] == "DaemonSet":
+                doc["metadata"]["name"] = RELEASE_NAME
     driver_manifests.apply(kube, docs)
 
     def whole(slices: list[Obj]) -> bool:
@@ -114,9 +165,22 @@ def _install_driver_daemonset(cluster: LocalCluster, kube: Kube, real: list[str]
 
     watch_until(kube, rest.PODS, lambda pods: len([p for p in pods if p["status"].get("phase") == "Running"])
                 == len(state.spec.all_node_names()), 180, "the driver DaemonSet's pods to run on every node",
-                namespace=driver_manifests.NAMESPACE)
+                namespace=namespace)
     watch_until(kube, rest.RESOURCE_SLICES, whole, 120, "every node's slices, the DaemonSet's included",
                 field_selector=f"spec.driver={DRIVER_NAME}")
+    return namespace
+
+
+def _rename(doc: Obj, old: str, new: str) -> None:
+    """Move a manifest document from namespace ``old`` to ``new`` (its own namespace, subjects)."""
+    meta = doc["metadata"]
+    if doc["kind"] == "Namespace" and meta["name"] == old:
+        meta["name"] = new
+    if meta.get("namespace") == old:
+        meta["namespace"] = new
+    for subject in doc.get("subjects") or []:
+        if subject.get("namespace") == old:
+            subject["namespace"] = new
 
 
 def _install_other_driver(kube: Kube, kwok: list[str]) -> None:
@@ -141,33 +205,49 @@ def _install_other_driver(kube: Kube, kwok: list[str]) -> None:
                 120, "the other driver's plugin pods", namespace=OTHER_NAMESPACE)
 
 
-def _install_tenants(kube: Kube, node: str) -> None:
-    """Two teams with pods holding claims on ``node``, and a PriorityClass and DeviceClass of theirs."""
+def _install_tenants(kube: Kube, holdings: list[tuple[str, int]]) -> None:
+    """Teams with a pod holding ``count`` devices on ``node`` each, and a PriorityClass and DeviceClass of theirs."""
     kube.create(rest.PRIORITY_CLASSES, {"metadata": {"name": TENANT_PRIORITY_CLASS}, "value": 1000})
     kube.create(rest.DEVICE_CLASSES, {"metadata": {"name": TENANT_DEVICE_CLASS}, "spec": {"selectors": [
         {"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]}})
-    for tenant in TENANTS:
+    for tenant, (node, count) in zip(tenants(len(holdings)), holdings, strict=True):
         kube.create(rest.NAMESPACES, {"metadata": {"name": tenant, "labels": {"team": tenant}}})
-        claim = builders.claim("training", "tenant", [builders.exactly("gpu", DRIVER_NAME)])
+        claim = builders.claim("training", "tenant", [builders.exactly("gpu", DRIVER_NAME, count)])
         pod = builders.pod("trainer", "tenant", claims={"gpu": {"claim": "training"}}, labels={"tenant": tenant},
                            node_name=node, priority_class=TENANT_PRIORITY_CLASS)
         for body in (claim, pod):
             body["metadata"]["labels"].pop(RUN_LABEL)  # not the harness's
         kube.create(rest.RESOURCE_CLAIMS, claim, tenant)
         kube.create(rest.PODS, pod, tenant)
-    for tenant in TENANTS:
+    for tenant in tenants(len(holdings)):
         watch_until(kube, rest.PODS, lambda pods: bool(pods) and pods[0]["status"].get("phase") == "Running", 90,
                     f"{tenant}'s pod to run", namespace=tenant)
 
 
+def tenants(count: int) -> list[str]:
+    """The tenants' namespaces: ``tenant-a``, ``tenant-b``, ..."""
+    return [f"tenant-{chr(ord('a') + i)}" for i in range(count)]
+
+
 #: Roles a user binds only to run contention (``--allow-contention``); the twin's staging run has none.
 CONTENTION_ROLES = ("dra-harness-contention", "dra-harness-simulated-node-leases")
+#: Roles a user binds only for ``--allow-disruptive``.
+DISRUPTIVE_ROLES = ("dra-harness-disruptive", "dra-harness-driver-pods")
 
 
-def serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path, contention: bool = False) -> Path:
+def serviceaccount_kubeconfig(kube: Kube, admin_kubeconfig: Path, path: Path, contention: bool = False,
+                              disruptive: bool = True, driver_namespace: str | None = driver_manifests.NAMESPACE) -> Path:
     """A ServiceAccount bound to exactly the roles in deploy/rbac (the contention ones only with
-    ``contention``), and a kubeconfig holding its token."""
+    ``contention``, the disruptive ones only with ``disruptive``), and a kubeconfig holding its token.
+    The driver-pods Role goes where the driver is (``driver_namespace``; None: no driver pods to delete)."""
     roles = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    for role in roles:
+        if role["metadata"].get("namespace") == driver_manifests.NAMESPACE and driver_namespace:
+            role["metadata"]["namespace"] = driver_namespace
+    if not disruptive:
+        roles = [r for r in roles if r["metadata"]["name"] not in DISRUPTIVE_ROLES]
+    elif driver_namespace is None:
+        roles = [r for r in roles if r["metadata"]["name"] != "dra-harness-driver-pods"]
     apply_all(kube, roles)
     kube.create(rest.NAMESPACES, {"metadata": {"name": CI_NAMESPACE}})
     kube.create(rest.SERVICE_ACCOUNTS, {"metadata": {"name": "dra-harness"}}, CI_NAMESPACE)
@@ -206,12 +286,13 @@ def others(kube: Kube) -> dict[str, Any]:
     its job); their DaemonSet is in.
     """
     out: dict[str, Any] = {}
-    for ns in (*TENANTS, OTHER_NAMESPACE, CI_NAMESPACE):
+    teams = [n["metadata"]["name"] for n in kube.list(rest.NAMESPACES, label_selector="team")]
+    for ns in (*teams, OTHER_NAMESPACE, CI_NAMESPACE):
         for res in (rest.PODS, rest.RESOURCE_CLAIMS, rest.DAEMON_SETS, rest.SERVICE_ACCOUNTS):
             for o in kube.list(res, ns):
                 out[f"{res.kind}/{ns}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec"))
-    for o in kube.list(rest.DAEMON_SETS, driver_manifests.NAMESPACE):
-        out[f"DaemonSet/{driver_manifests.NAMESPACE}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec"))
+    for o in kube.list(rest.DAEMON_SETS, driver_manifests.NAMESPACE) + kube.list(rest.DAEMON_SETS, RELEASE_NAMESPACE):
+        out[f"DaemonSet/{o['metadata']['namespace']}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("spec"))
     for res in (rest.PRIORITY_CLASSES, rest.DEVICE_CLASSES):
         for o in kube.list(res):
             if RUN_LABEL not in (o["metadata"].get("labels") or {}):

@@ -1,0 +1,36 @@
+"""Run more staging twins than CI does: ``python -m tests.integration.twins [--seed N] [--shapes K]``.
+
+Prints each shape, its judgement and a table row (seed, passed, not established, skipped, failed, minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.integration.twins import run, shapes
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.integration.twins")
+    parser.add_argument("--seed", type=int, default=shapes.daily_seed(), help="first seed (default: today's)")
+    parser.add_argument("--shapes", type=int, default=3, help="how many shapes, seeds SEED, SEED+1, ...")
+    args = parser.parse_args(argv)
+    print("| seed | passed | not established | skipped | failed | minutes |\n|---|---|---|---|---|---|", flush=True)
+    bad = 0
+    for seed in range(args.seed, args.seed + args.shapes):
+        shape = shapes.draw(seed, run.node_count(), run.GPUS)
+        with tempfile.TemporaryDirectory(prefix="dra-harness-shape-") as tmp:
+            with run.twin_cluster(shape, Path(tmp) / "twin") as (cluster, made):
+                judgement = run.judge(cluster, made, Path(tmp) / "run")
+        print(judgement.row(), flush=True)
+        if not judgement.ok:
+            bad += 1
+            print(judgement.explain(), file=sys.stderr, flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

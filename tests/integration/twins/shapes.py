@@ -1,0 +1,50 @@
+"""Draw a staging cluster's shape from a seed.
+
+Each draw picks from the ways real clusters differ from the one the checks were written on:
+where the driver runs (the profile's DaemonSet, a Helm release named otherwise, no pod at
+all), whether a probe image can be pulled, tenants holding devices (sometimes one on every
+node, so no node is whole), cordoned and tainted nodes, nodes not labelled disruptable, an
+identity without the disruptive role, another DRA driver with the same generic labels. The
+seed is printed with every shape, so a failure reproduces: ``python -m tests.integration.twins
+--seed N``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from dra_harness.providers.embedded.twin import DRIVER_FORMS, Shape
+
+
+def daily_seed() -> int:
+    """A seed that changes every day (UTC), so CI walks through shapes over time."""
+    return int(time.strftime("%Y%m%d", time.gmtime()))
+
+
+def draw(seed: int, nodes: int, gpus: int) -> Shape:
+    """A shape for a cluster of ``nodes`` nodes (simulated first, then real) of ``gpus`` devices each."""
+    rng = random.Random(seed)
+    held = [0] * nodes
+    holdings: list[tuple[int, int]] = []
+    if rng.random() < 0.3:  # someone on every node: no whole node is free
+        holdings = [(i, 1) for i in range(nodes)]
+    else:
+        for _ in range(rng.randint(0, 3)):
+            node = rng.randrange(nodes)
+            count = min(rng.randint(1, 3), gpus - held[node] - 1)
+            if count > 0:
+                held[node] += count
+                holdings.append((node, count))
+    everyone = list(range(nodes))
+    return Shape(
+        seed=seed,
+        driver=rng.choice(DRIVER_FORMS),
+        shell_image=rng.random() < 0.5,
+        tenants=tuple(holdings),
+        cordoned=tuple(sorted(rng.sample(everyone, rng.randint(0, 2)))),
+        tainted=tuple(sorted(rng.sample(everyone, rng.randint(0, 1)))),
+        not_disruptable=tuple(sorted(rng.sample(everyone, rng.randint(0, 2)))),
+        disruptive_role=rng.random() < 0.7,
+        other_driver=rng.random() < 0.7,
+    )
