@@ -104,3 +104,43 @@ def test_the_report_shows_what_the_cluster_allowed_us_to_test(tmp_path):
     (run / preflight.FILE).write_text('{"nodes": 3}')
     with pytest.raises(RunDirError, match="not a preflight record"):
         write_report(run)
+
+
+def _plugin_pod(name: str, node: str, owner: str | None, paths: tuple[str, ...], env: str = "") -> dict:
+    return {"metadata": {"name": name, "namespace": "acme-gpu",
+                         "ownerReferences": [{"kind": "DaemonSet", "name": owner}] if owner else []},
+            "spec": {"nodeName": node, "volumes": [{"hostPath": {"path": p}} for p in paths],
+                     "containers": [{"env": [{"name": "DRIVER_NAME", "value": env}]}]}}
+
+
+def _discover(pods: list[dict]) -> Facts:
+    from types import SimpleNamespace
+
+    from dra_harness.checks import preflight
+
+    handle = SimpleNamespace(kube=SimpleNamespace(list=lambda res, *a, **k: pods), controls_driver=False,
+                             profile=SimpleNamespace(driver_daemonset=("dra-example-driver", "dra-example-driver-kubeletplugin")))
+    facts = _facts(driver_daemonset="")
+    preflight._plugin_pods(handle, facts)  # type: ignore[arg-type]
+    return facts
+
+
+def test_the_drivers_daemonset_is_found_by_what_its_pods_mount_whatever_its_release_is_called():
+    registry = ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins")
+    other = _plugin_pod("other-x", "gpu-a", "other-dra-driver", registry, env="other.example.com")
+    ours = _plugin_pod("acme-x", "gpu-a", "acme-dra-kubeletplugin", registry, env="gpu.example.com")
+    facts = _discover([other, ours])
+    assert facts.driver_daemonset == "acme-gpu/acme-dra-kubeletplugin"
+    assert facts.nodes["gpu-a"].driver_pods == ["acme-gpu/acme-x"]
+    assert "the profile's hint was dra-example-driver/dra-example-driver-kubeletplugin" in facts.driver_evidence
+
+
+def test_a_plugin_pod_of_no_daemonset_and_a_second_daemonset_are_facts_not_guesses():
+    path = ("/var/lib/kubelet/plugins/gpu.example.com",)
+    bare = _discover([_plugin_pod("bare", "gpu-a", None, path)])
+    assert bare.driver_daemonset == "" and "belong to no DaemonSet" in bare.driver_evidence
+    two = _discover([_plugin_pod("a", "gpu-a", "one", path), _plugin_pod("b", "gpu-b", "two", path)])
+    assert two.driver_daemonset == "" and "several DaemonSets serve gpu.example.com" in two.driver_evidence
+    # Negative control: a pod with the generic registration mount but another driver's name is not ours.
+    none = _discover([_plugin_pod("o", "gpu-a", "other", ("/var/lib/kubelet/plugins_registry",), env="other.example.com")])
+    assert none.driver_daemonset == "" and "not a pod we can restart" in none.driver_evidence
