@@ -145,23 +145,9 @@ def build_summary(run_dir: Path) -> Obj:
     for r in rows:
         r["evidence_text"] = [readable.sentence(rec) for rec in r["evidence"]]
     counts = results.counts(rows)
-    failed = counts.get("failed", 0) + counts.get("error", 0)
     lost = sum(c.get("jobs_lost") or 0 for c in cont["results"])
-    if not meta.get("complete"):
-        verdict = "INCOMPLETE"
-        reason = "the run is in progress or was interrupted" if meta.get("exit_code") is None else f"the run ended with exit code {meta['exit_code']}"
-    elif not rows:
-        verdict, reason = "NO RESULTS", "no test ran"
-    elif failed or lost:
-        verdict = "FAIL"
-        reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
-    else:
-        verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
-        if counts.get(results.NOT_ESTABLISHED):
-            baseline = all(r["message"] == results.OBSERVED_BASELINE for r in rows if r["outcome"] == results.NOT_ESTABLISHED)
-            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (" + (
-                "their baseline came from the cluster under test: pass --expected-hardware)" if baseline
-                else "they had nothing to check or compared the cluster with itself: see the findings)"))
+    checked = _with_contention(results.concerns(rows), cont["results"])
+    verdict, reason = run_verdict(meta, rows, checked, lost)
     record = _optional(run_dir / "design.json", design.DESIGN_SCHEMA)
     return {
         "schema": SCHEMA_VERSION,
@@ -177,7 +163,7 @@ def build_summary(run_dir: Path) -> Obj:
         "counts": counts,
         "provenance": origin,
         "fingerprint": fp,
-        "concerns": _with_contention(results.concerns(rows), cont["results"]),
+        "concerns": checked,
         "results": rows,
         "findings": found,
         "measurements": results.measurements(rows) + contention.measurements(cont["results"]),
@@ -191,6 +177,41 @@ def build_summary(run_dir: Path) -> Obj:
         "vendor_questions": vendor.questions(rows, fp),
         "allocations": {"pods": len(allocs), "rows": allocs[:ALLOCATION_ROWS_SHOWN]},
     }
+
+
+def run_verdict(meta: Obj, rows: list[Obj], checked: list[Obj], lost: int) -> tuple[str, str]:
+    """The run's verdict and why: PASS only when every concern that ran established at least one pass.
+
+    "Nothing failed" is not enough: a run whose checks were all skipped (no GPU, an API not served) or not
+    established (a baseline taken from the cluster itself) proved nothing about those concerns, so it is
+    PARTIAL, naming them — and never FAIL, which is kept for what the cluster got wrong.
+    """
+    counts = results.counts(rows)
+    failed = counts.get("failed", 0) + counts.get("error", 0)
+    if not meta.get("complete"):
+        return "INCOMPLETE", ("the run is in progress or was interrupted" if meta.get("exit_code") is None
+                              else f"the run ended with exit code {meta['exit_code']}")
+    if not rows:
+        return "NO RESULTS", "no test ran"
+    if failed or lost:
+        return "FAIL", f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
+    reason = f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
+    if counts.get(results.NOT_ESTABLISHED):
+        baseline = all(r["message"] == results.OBSERVED_BASELINE for r in rows if r["outcome"] == results.NOT_ESTABLISHED)
+        reason += (f", {counts[results.NOT_ESTABLISHED]} not established (" + (
+            "their baseline came from the cluster under test: pass --expected-hardware)" if baseline
+            else "they had nothing to check or compared the cluster with itself: see the findings)"))
+    unproven = [c for c in checked if c["checks"] and not any(k["outcome"] == "passed" for k in c["checks"])]
+    if unproven:
+        return "PARTIAL", reason + "; no check passed in " + "; ".join(
+            f"{c['title']} ({_tally(c['checks'])})" for c in unproven)
+    return "PASS", reason
+
+
+def _tally(checks: list[Obj]) -> str:
+    """``0 passed, 3 skipped, 1 not established``: a concern's checks by outcome, passes always named."""
+    n = results.counts(checks)
+    return ", ".join([f"{n.get('passed', 0)} passed"] + [f"{n[o]} {o}" for o in ("skipped", results.NOT_ESTABLISHED) if n.get(o)])
 
 
 def _with_contention(concerns: list[Obj], runs: list[Obj]) -> list[Obj]:
