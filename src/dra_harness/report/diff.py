@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,8 +27,10 @@ from pathlib import Path
 
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
+from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary, newer_than_summary
 from dra_harness.report.readable import duration
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -97,14 +100,24 @@ def read_summary(path: Path) -> Obj:
 
 
 def load(run_dir: Path | str) -> Obj:
-    """A run's summary: summary.json when present, else rebuilt from the run directory's files."""
+    """A run's summary: summary.json when present and not older than the run's files, else rebuilt from those files.
+
+    A stale summary (rendered before junit.xml or evidence.jsonl was last written) would gate on what the run
+    looked like then; the rebuilt one is used, with a warning, and the directory is left as it is.
+    """
     path = Path(run_dir)
     if path.is_file() and path.name.endswith(".json"):
+        if path.name == "summary.json" and newer_than_summary(path.parent):
+            return load(path.parent)
         return read_summary(path)
-    if (path / "summary.json").exists():
-        return read_summary(path / "summary.json")
     if not path.exists():
         raise RunDirError(f"{path} does not exist")
+    newer = newer_than_summary(path) if path.is_dir() else None
+    if (path / "summary.json").exists() and newer is None:
+        return read_summary(path / "summary.json")
+    if newer is not None:
+        log.warning("%s is older than %s: using a summary rebuilt from the run's files (`dra-harness report %s` "
+                    "rewrites it)", path / "summary.json", path / newer, path)
     return build_summary(path)
 
 

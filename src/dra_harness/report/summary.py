@@ -23,7 +23,7 @@ SCHEMA_VERSION = 1
 #: Allocation rows the report lists (the run may have many more; all are in allocations.jsonl).
 ALLOCATION_ROWS_SHOWN = 300
 
-__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_pdf", "write_report"]
+__all__ = ["RunDirError", "build_summary", "finish_run", "newer_than_summary", "start_run", "write_pdf", "write_report"]
 
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
@@ -128,6 +128,27 @@ def _check_run_dir(run_dir: Path) -> None:
         raise RunDirError(f"{run_dir} is not a directory")
     if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
         raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+
+
+#: What rendering writes, from the rest: never a reason to rebuild the summary (Allure's files are enriched after it).
+_RENDERED = ("summary.json", "signoff.md", "signoff.html", "signoff.pdf")
+_RENDERED_DIRS = ("allure-results/", "allure-report/")
+
+
+def newer_than_summary(run_dir: Path) -> str | None:
+    """The newest of the run's own files (junit.xml, evidence.jsonl, ...) written after its summary.json, or None.
+
+    A summary.json rendered at the start of a run (INCOMPLETE), or before a test session that pytest ran directly
+    wrote junit.xml, says nothing about what the files now hold: whoever reads the summary rebuilds it instead.
+    """
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return None
+    written = summary.stat().st_mtime_ns
+    newer = [(p.stat().st_mtime_ns, rel) for rel in rundir.layout_files(run_dir)
+             if rel not in _RENDERED and not rel.startswith(_RENDERED_DIRS) and (p := run_dir / rel).is_file()
+             and p.stat().st_mtime_ns > written]
+    return max(newer)[1] if newer else None
 
 
 def build_summary(run_dir: Path) -> Obj:
