@@ -123,11 +123,17 @@ def _optional(path: Path, schema: Obj) -> Obj | None:
     return read_checked(path, schema) if path.exists() else None
 
 
+#: What makes a directory a run's: the marker or run.json (`dra-harness run`), or what a pytest session wrote into
+#: its --report-dir. Not summary.json, which rendering writes: a directory holding only one is no run's, and
+#: rendering into it would overwrite it and report an INCOMPLETE run that never was.
+RUN_EVIDENCE = (rundir.MARKER, "run.json", "junit.xml", "evidence.jsonl")
+
+
 def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
-    if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
-        raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+    if not any((run_dir / f).exists() for f in RUN_EVIDENCE):
+        raise RunDirError(f"{run_dir} is not a run directory (no {rundir.MARKER}, run.json, junit.xml or evidence.jsonl)")
 
 
 #: What rendering writes, from the rest: never a reason to rebuild the summary (Allure's files are enriched after it).
