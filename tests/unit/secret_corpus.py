@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
+import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,20 +27,44 @@ class Corpus:
     client_secret: str
     url_password: str
     pem_lines: tuple[str, ...]
+    #: The random part of a password full of punctuation (commas, '&', '}', ';'), quoted and unquoted.
+    punct_password: str
+    exec_env_value: str
+    aws_key_id: str
+    aws_secret: str
+    gcp_key_lines: tuple[str, ...]
+    azure_secret: str
+    azure_account_key: str
+    jwt: str
 
     @classmethod
     def new(cls) -> Corpus:
         def rand(n: int) -> str:
             return os.urandom(n).hex()
 
-        pem = tuple(base64.b64encode(os.urandom(48)).decode() for _ in range(3))
+        def b64(n: int) -> str:
+            return base64.b64encode(os.urandom(n)).decode()
+
+        def b64url(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+        def upper(n: int) -> str:
+            return "".join(random.choice(string.ascii_uppercase + string.digits) for _ in range(n))
+
+        pem = tuple(b64(48) for _ in range(3))
+        jwt = ".".join([b64url(b'{"alg":"RS256","typ":"JWT"}'), b64url(json.dumps({"sub": rand(8)}).encode()),
+                        b64url(os.urandom(32))])
         return cls(bearer="dra" + rand(16), basic_password="pw" + rand(8), client_secret="cs" + rand(12),
-                   url_password="up" + rand(8), pem_lines=pem)
+                   url_password="up" + rand(8), pem_lines=pem, punct_password="pp" + rand(6),
+                   exec_env_value="ev" + rand(10), aws_key_id="AKIA" + upper(16), aws_secret=b64(30),
+                   gcp_key_lines=tuple(b64(48) for _ in range(3)),
+                   azure_secret=f"{rand(1)}x{random.randint(0, 9)}Q~" + b64url(os.urandom(27))[:34].replace("-", "."),
+                   azure_account_key=b64(64), jwt=jwt)
 
     @classmethod
     def from_env(cls) -> Corpus:
         raw = json.loads(os.environ[ENV])
-        return cls(**{**raw, "pem_lines": tuple(raw["pem_lines"])})
+        return cls(**{**raw, "pem_lines": tuple(raw["pem_lines"]), "gcp_key_lines": tuple(raw["gcp_key_lines"])})
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -52,6 +78,18 @@ class Corpus:
         return f"https://deploy:{self.url_password}@registry.example.com/v2/"
 
     @property
+    def password(self) -> str:
+        """A password of punctuation around the random part: the old patterns stopped at its first ',' or '&'."""
+        return f"P@ss,w0rd;&}}!{self.punct_password}"
+
+    @property
+    def gcp_service_account(self) -> str:
+        """A GCP service-account key file, as JSON (its private key's newlines escaped)."""
+        key = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(self.gcp_key_lines) + "\n-----END PRIVATE KEY-----\n"
+        return json.dumps({"type": "service_account", "project_id": "p", "private_key": key,
+                           "client_email": "ci@p.iam.gserviceaccount.com"})
+
+    @property
     def pem(self) -> str:
         return "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(self.pem_lines) + "\n-----END RSA PRIVATE KEY-----"
 
@@ -63,6 +101,12 @@ class Corpus:
             "client secret": [self.client_secret],
             "URL credentials": [self.url_password],
             "PEM block": list(self.pem_lines),
+            "password with punctuation": [self.password, self.punct_password],
+            "exec plugin env": [self.exec_env_value],
+            "AWS keys": [self.aws_key_id, self.aws_secret],
+            "GCP service-account key": list(self.gcp_key_lines),
+            "Azure secrets": [self.azure_secret, self.azure_account_key],
+            "JWT": [self.jwt, self.jwt.split(".")[1]],
         }
 
     def text(self) -> str:
@@ -73,6 +117,13 @@ class Corpus:
             f"oidc: --client-secret={self.client_secret} (clientSecret: {self.client_secret})",
             f"pulling from {self.url}",
             f"key: {self.pem}",
+            f'db: {{host: db.internal, password: "{self.password}"}} and psql --password={self.password}',
+            "exec plugin env:", "- name: VAULT_TOKEN", f"  value: {self.exec_env_value}",
+            f"aws_access_key_id = {self.aws_key_id}", f"aws_secret_access_key = {self.aws_secret}",
+            f"credentials file: {self.gcp_service_account}",
+            f"sp created with secret {self.azure_secret}; "
+            f"DefaultEndpointsProtocol=https;AccountName=ci;AccountKey={self.azure_account_key};EndpointSuffix=core.windows.net",
+            f"id token seen in the audit log: {self.jwt}",
         ])
 
     def log_line(self) -> str:
@@ -93,6 +144,18 @@ class Corpus:
             "  user:",
             f"    token: {self.bearer}",
             f"    client-key-data: {self.pem_lines[0]}",
+            "- name: eks",
+            "  user:",
+            "    exec:",
+            "      apiVersion: client.authentication.k8s.io/v1beta1",
+            "      command: aws",
+            "      env:",
+            "      - name: AWS_PROFILE",
+            "        value: ci",
+            "      - name: AWS_SECRET_ACCESS_KEY",
+            f"        value: {self.aws_secret}",
+            "      - name: VAULT_TOKEN",
+            f"        value: {self.exec_env_value}",
         ])
 
     def argv(self) -> list[str]:

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import dra_harness
 from dra_harness import errors, providers
 from dra_harness.cli import app
-from dra_harness.errors import BuildError, CheckError, ClusterError, HarnessError, InputError, KubeApiError, Refused
+from dra_harness.errors import BuildError, CheckError, ClusterError, HarnessError, InputError, KubeApiError, NotEstablished, Refused
 from dra_harness.plugin import inputs, pytest_plugin
 
 #: Exception classes under src/dra_harness that are not HarnessErrors, each with the reason: an entry
@@ -29,7 +29,7 @@ NOT_HARNESS_ERRORS: dict[str, str] = {
 }
 
 #: The bases a module's own exception class derives from (errors.py itself defines them and LockTimeout).
-BASES = (InputError, ClusterError, BuildError, KubeApiError, Refused, CheckError)
+BASES = (InputError, ClusterError, BuildError, KubeApiError, Refused, CheckError, NotEstablished)
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

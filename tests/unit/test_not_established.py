@@ -106,7 +106,7 @@ def test_a_tenant_audit_over_no_claims_is_not_established_and_says_why(tmp_path)
     row = next(r for r in summary["results"] if r["nodeid"] == TENANT_AUDIT)
     assert row["outcome"] == NOT_ESTABLISHED and row["message"] == f"not established: {NOTHING_AUDITED}"
     assert summary["counts"] == {"passed": len(DEFAULT_TESTS) - 1, NOT_ESTABLISHED: 1}
-    assert "1 not established (they had nothing to check" in summary["verdict_reason"]
+    assert "1 not established (the cluster did not let them be tested, they had nothing to check" in summary["verdict_reason"]
     assert [(f["severity"], f["test"]) for f in summary["findings"]] == [(NOT_ESTABLISHED, TENANT_AUDIT)]
 
 

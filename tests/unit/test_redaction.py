@@ -74,6 +74,41 @@ def test_each_form_of_a_credential_is_blanked(form):
     assert "abcdef123456" not in redact(form)
 
 
+@pytest.mark.parametrize("form", [
+    'password: "P@ss,w0rd;&}abcdef123456"', "--password=P@ss,w0rd;&abcdef123456", "passwd=a,b}abcdef123456",
+    '{"password": "it\\"s,abcdef123456"}', "password: 'x y abcdef123456'", "<p>password: &quot;a&amp;abcdef123456&quot;</p>",
+    "- name: AZURE_CLIENT_SECRET\n  value: abcdef123456", '{"name": "VAULT_TOKEN", "value": "abcdef123456"}',
+    "aws_secret_access_key = abcdef123456/K7MDENG", "AKIAABCDEF1234567890 key id", "ASIAABCDEF1234567890",
+    '{"private_key": "-----BEGIN PRIVATE KEY-----\\nabcdef123456\\n-----END PRIVATE KEY-----\\n"}',
+    "sp secret a1b2Q~abcdef123456abcdef123456abcdef12", "AccountName=ci;AccountKey=abcdef123456+/==;EndpointSuffix=x",
+    "jwt eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhYmNkZWYxMjM0NTYifQ.abcdef123456",
+])
+def test_each_new_form_of_a_credential_is_blanked(form):
+    """Passwords with punctuation, exec-plugin env values, cloud keys and bare JWTs (issue 34)."""
+    clean = redact(form)
+    assert "abcdef123456" not in clean and "YWJjZGVmMTIzNDU2" not in clean, clean
+    if form.startswith("{"):
+        json.loads(clean)  # the file's syntax stays
+
+
+def test_an_exec_plugins_credential_env_goes_and_the_rest_of_the_kubeconfig_stays():
+    corpus = Corpus.new()
+    clean = redact(corpus.kubeconfig())
+    assert corpus.aws_secret not in clean and corpus.exec_env_value not in clean
+    assert "name: AWS_PROFILE\n        value: ci" in clean and "command: aws" in clean
+    env = yaml.safe_load(clean)["users"][2]["user"]["exec"]["env"]  # still a kubeconfig
+    assert [e["name"] for e in env] == ["AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "VAULT_TOKEN"] and env[0]["value"] == "ci"
+
+
+def test_ordinary_text_near_the_new_patterns_is_left_alone():
+    text = ("- name: LOG_LEVEL\n  value: debug; {\"name\": \"NODE_NAME\", \"value\": \"gpu-node-0\"}; "
+            "a password policy needs punctuation; {\"password\": \"\", \"user\": \"alice\"}; "
+            "passwordless login; AKIA12 is short; eyJ starts base64 JSON; eyJhbGciOiJSUzI1NiJ9 alone; "
+            "a~b Q~ here; image@sha256:4bcd2f8e9a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0; "
+            "{password: none}; 0/4 nodes are available")
+    assert redact(text) == text
+
+
 def test_ordinary_report_text_is_left_alone():
     text = ("basic allocation passed; bearer of bad news; token count 3; see https://example.com/a@b "
             "and registry.k8s.io/pause@sha256:abc; 0/4 nodes are available: 4 cannot allocate all claims")

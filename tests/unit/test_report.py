@@ -188,3 +188,23 @@ def test_tests_that_differ_past_the_readable_cut_get_their_own_dump_name():
     # The plugin's nodeid and the one read back from junit.xml differ in the path before the module, not in the slug.
     assert slug("suites/test_x.py::test_y[a]") == slug("/abs/site-packages/dra_harness/suites/test_x.py::test_y[a]")
     assert slug("suites/test_x.py::test_y") != slug("suites/test_z.py::test_y")
+
+
+def test_report_refuses_a_directory_with_only_a_corrupt_summary_json(tmp_path):
+    (tmp_path / "summary.json").write_text('{"verdict": ')
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    # It used to count summary.json as a sign of a run: an INCOMPLETE report was written beside it, exit 0.
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "is not a run directory" in " ".join(result.output.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+    assert (tmp_path / "summary.json").read_text() == '{"verdict": '
+
+
+def test_report_renders_a_directory_pytest_wrote_whatever_its_stale_summary(tmp_path):
+    # Control: the same corrupt summary beside pytest's junit.xml and evidence is a run directory; it is rebuilt.
+    run = make_run(tmp_path / "run", contention_scale=None)
+    (run / "run.json").unlink()
+    (run / "summary.json").write_text('{"verdict": ')
+    result = CliRunner().invoke(main, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "summary.json").read_text())["verdict"] == "PASS"

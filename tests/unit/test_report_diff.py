@@ -12,7 +12,7 @@ from dra_harness.report.summary import RunDirError, build_summary
 from tests.unit.report_runs import DATA, DEFAULT_TESTS, make_run
 
 
-def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None, accept_missing: bool = False):
+def _diff(tmp_path, base_kw=None, cand_kw=None, thresholds: Thresholds | None = None, accept_missing: tuple[str, ...] = ()):
     base = build_summary(make_run(tmp_path / "base", **(base_kw or {})))
     cand = build_summary(make_run(tmp_path / "cand", **(cand_kw or {})))
     return compare(base, cand, thresholds or Thresholds(), accept_missing=accept_missing)
@@ -66,15 +66,19 @@ def test_a_lower_check_count_alone_is_a_regression(tmp_path):
     assert d.regressions == [f"fewer checks in candidate: {len(DEFAULT_TESTS)} -> {len(WITHOUT_TAINTS)}"]
 
 
+TAINTS = ("suites/test_device_taints.py::*",)
+
+
 def test_with_accept_missing_checks_that_no_longer_ran_are_changes(tmp_path):
-    skipped = _diff(tmp_path / "s", cand_kw={"tests": SKIPPED_TAINTS}, accept_missing=True)
-    absent = _diff(tmp_path / "a", cand_kw={"tests": WITHOUT_TAINTS}, accept_missing=True)
+    skipped = _diff(tmp_path / "s", cand_kw={"tests": SKIPPED_TAINTS}, accept_missing=TAINTS)
+    absent = _diff(tmp_path / "a", cand_kw={"tests": WITHOUT_TAINTS}, accept_missing=TAINTS)
     assert not skipped.failed and not absent.failed
-    assert any(c.startswith("accepted (--accept-missing): check no longer passes") and "passed -> skipped" in c for c in skipped.changes)
+    assert any(c.startswith(f"accepted (--accept-missing {TAINTS[0]}): check no longer passes") and "passed -> skipped" in c
+               for c in skipped.changes)
     assert any(c.startswith("accepted (--accept-missing): fewer checks in candidate") for c in absent.changes)
     # The flag accepts what no longer ran, never a failure.
     failing = [(m, n, "failed" if m == "device_taints" else o, s, r) for m, n, o, s, r in DEFAULT_TESTS]
-    assert _diff(tmp_path / "f", cand_kw={"tests": failing}, accept_missing=True).failed
+    assert _diff(tmp_path / "f", cand_kw={"tests": failing}, accept_missing=TAINTS).failed
 
 
 def test_a_check_that_was_skipped_and_is_now_absent_is_only_a_change(tmp_path):
@@ -138,8 +142,8 @@ def test_the_diff_command_fails_on_a_check_that_no_longer_ran_unless_accept_miss
     assert CliRunner().invoke(main, ["diff", str(base), str(base)]).exit_code == 0
     gate = CliRunner().invoke(main, ["diff", str(base), str(fewer)])
     assert gate.exit_code == 1 and "check no longer passes" in gate.output and "fewer checks in candidate" in gate.output
-    accepted = CliRunner().invoke(main, ["diff", str(base), str(fewer), "--accept-missing"])
-    assert accepted.exit_code == 0 and "accepted (--accept-missing)" in accepted.output
+    accepted = CliRunner().invoke(main, ["diff", str(base), str(fewer), "--accept-missing", TAINTS[0]])
+    assert accepted.exit_code == 0 and "accepted (--accept-missing" in accepted.output
 
 
 def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):

@@ -134,3 +134,32 @@ def test_a_plain_pytest_directory_is_rendered_but_never_marked(tmp_path):
     run = make_run(tmp_path / "run")  # pytest --report-dir, then `dra-harness report`
     write_report(run)
     assert not (run / MARKER).exists()
+
+
+def _allocation(pod: str) -> dict:
+    return {"namespace": "ns", "workload": f"Pod/{pod}", "pod": pod, "node": "gpu-node-0", "claims": []}
+
+
+def test_a_reused_directory_starts_allocations_jsonl_afresh(tmp_path, monkeypatch):
+    from dra_harness.report import allocations, rundir
+
+    def reuse(run: Path) -> list[str]:
+        """A finished run that allocated pod-a, then a second run in the same directory that allocates pod-b."""
+        start_run(run, "first", ["dra-harness", "run"], None)
+        make_run(run)
+        allocations.append(run, "suites/test_allocation.py::test_x", [_allocation("pod-a")])
+        finish_run(run, complete=True, exit_code=0)
+        start_run(run, "second", ["dra-harness", "run"], None)
+        allocations.append(run, "suites/test_allocation.py::test_x", [_allocation("pod-b")])
+        return [r["pod"] for r in allocations.load(run)]
+
+    assert reuse(tmp_path / "run") == ["pod-b"]
+    # Negative control: outside the layout, the second run's table held the first run's rows too.
+    monkeypatch.setattr(rundir, "RUN_FILES", tuple(f for f in rundir.RUN_FILES if f != allocations.FILE))
+    assert reuse(tmp_path / "old") == ["pod-a", "pod-b"]
+
+
+def test_an_allocations_file_the_previous_run_did_not_record_is_never_overwritten(tmp_path):
+    run = _finished_run(tmp_path / "run")
+    (run / "allocations.jsonl").write_text("mine\n")
+    _assert_refused(run, "allocations.jsonl was not written by run first")

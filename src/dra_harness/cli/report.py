@@ -40,6 +40,14 @@ def report(run_dir: Path, with_pdf: bool, allure_html: bool) -> None:
         click.echo(str(allure_report.generate(run_dir)))
 
 
+def _patterns(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """--accept-missing globs: one that is empty or spans lines cannot name a check."""
+    for v in values:
+        if not v.strip() or "\n" in v:
+            raise click.BadParameter(f"{v!r} is not a glob over check nodeids (e.g. 'suites/test_device_taints.py::*')")
+    return values
+
+
 @click.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -51,12 +59,13 @@ def report(run_dir: Path, with_pdf: bool, allure_html: bool) -> None:
               help="A contention wait regresses when it grows by more than this fraction...")
 @click.option("--min-wait-delta", default=60.0, show_default=True, type=click.FloatRange(0),
               help="...and by more than this many scenario seconds.")
-@click.option("--accept-missing", is_flag=True,
-              help="Accept checks that passed in BASE but were skipped, absent or not established in CANDIDATE, "
-                   "and a lower check count (listed as changes instead of regressions).")
+@click.option("--accept-missing", "accept_missing", multiple=True, metavar="PATTERN", callback=_patterns,
+              help="Accept the checks whose nodeid matches this glob (fnmatch, e.g. 'suites/test_device_taints.py::*') "
+                   "that passed in BASE but were skipped, absent or not established in CANDIDATE, and a lower check "
+                   "count when every absent check matches: listed as changes, with what each pattern accepted. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def diff(base: Path, candidate: Path, max_slowdown: float, min_delta: float, max_wait_increase: float,
-         min_wait_delta: float, accept_missing: bool, as_json: bool) -> None:
+         min_wait_delta: float, accept_missing: tuple[str, ...], as_json: bool) -> None:
     """Compare two runs (directories or summary.json); exit 1 on a regression: the pre-upgrade gate."""
     from dra_harness.report.diff import Thresholds, compare, load, text
 

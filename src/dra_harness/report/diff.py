@@ -9,21 +9,28 @@ and absolute, so noise on a 0.2 s figure does not fail CI), a tier that newly mi
 its tolerable wait, or lost jobs. A check that passed in BASE and was skipped, absent
 or not established in CANDIDATE, and a candidate with fewer checks, are regressions
 too: a gate that passes because the test no longer ran proves nothing. Where that is
-expected (a suite dropped on purpose), ``accept_missing`` lists them as changes.
+expected (a suite dropped on purpose), ``accept_missing`` names them by glob patterns on the
+check's nodeid and lists them as changes, saying which pattern accepted each: accepting
+every missing check at once would let a gate pass on a candidate that ran nothing.
 Everything else is reported as a change.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary
+from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary, newer_than_summary
 from dra_harness.report.readable import duration
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class Diff:
     regressions: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
     measurements: list[Obj] = field(default_factory=list)
+    #: --accept-missing pattern -> the checks it accepted (in the order given; an empty list: it matched none).
+    accepted: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -50,7 +59,8 @@ class Diff:
 
     def as_dict(self) -> Obj:
         return {"base": self.base, "candidate": self.candidate, "regression": self.failed,
-                "regressions": self.regressions, "changes": self.changes, "measurements": self.measurements}
+                "regressions": self.regressions, "changes": self.changes, "measurements": self.measurements,
+                "accepted_missing": self.accepted}
 
 
 _OBJ = {"type": ["object", "null"]}
@@ -90,14 +100,24 @@ def read_summary(path: Path) -> Obj:
 
 
 def load(run_dir: Path | str) -> Obj:
-    """A run's summary: summary.json when present, else rebuilt from the run directory's files."""
+    """A run's summary: summary.json when present and not older than the run's files, else rebuilt from those files.
+
+    A stale summary (rendered before junit.xml or evidence.jsonl was last written) would gate on what the run
+    looked like then; the rebuilt one is used, with a warning, and the directory is left as it is.
+    """
     path = Path(run_dir)
     if path.is_file() and path.name.endswith(".json"):
+        if path.name == "summary.json" and newer_than_summary(path.parent):
+            return load(path.parent)
         return read_summary(path)
-    if (path / "summary.json").exists():
-        return read_summary(path / "summary.json")
     if not path.exists():
         raise RunDirError(f"{path} does not exist")
+    newer = newer_than_summary(path) if path.is_dir() else None
+    if (path / "summary.json").exists() and newer is None:
+        return read_summary(path / "summary.json")
+    if newer is not None:
+        log.warning("%s is older than %s: using a summary rebuilt from the run's files (`dra-harness report %s` "
+                    "rewrites it)", path / "summary.json", path / newer, path)
     return build_summary(path)
 
 
@@ -125,15 +145,17 @@ def _api(s: Obj, key: str) -> list[str] | None:
     return api.get(key) if "versions" in api else None
 
 
-def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: bool = False) -> Diff:
-    """The diff; ``accept_missing`` turns checks that no longer ran (and a lower count) from regressions into changes."""
-    d = Diff(base=f"{base.get('run_id')} ({k8s_version(base)})", candidate=f"{cand.get('run_id')} ({k8s_version(cand)})")
+def compare(base: Obj, cand: Obj, t: Thresholds = Thresholds(), accept_missing: tuple[str, ...] = ()) -> Diff:
+    """The diff; a check that no longer ran whose nodeid matches a glob of ``accept_missing`` is a change, not a
+    regression, and so is a lower count when every check absent from the candidate matches one."""
+    d = Diff(base=f"{base.get('run_id')} ({k8s_version(base)})", candidate=f"{cand.get('run_id')} ({k8s_version(cand)})",
+             accepted={p: [] for p in accept_missing})
     _fingerprint(base, cand, d)
     _scheduler_dra(base, cand, t, d)
     if not cand.get("complete"):
         d.regressions.append(f"candidate run is incomplete ({cand.get('verdict_reason', 'interrupted')}): it cannot pass a gate")
-    _outcomes(base, cand, d, accept_missing)
-    _count(base, cand, d, accept_missing)
+    _outcomes(base, cand, d)
+    _count(base, cand, d)
     _behaviour(base, cand, d)
     _contention(base, cand, d)
     _measurements(base, cand, t, d)
@@ -186,15 +208,22 @@ def _fingerprint(base: Obj, cand: Obj, d: Diff) -> None:
 _NO_LONGER_RUN = (None, "skipped", "not established")
 
 
-def _missing(d: Diff, accept: bool, what: str) -> None:
-    """A check that no longer ran: a regression, or a change the user accepted."""
-    if accept:
-        d.changes.append(f"accepted (--accept-missing): {what}")
-    else:
+def accepting(patterns: Iterable[str], nodeid: str) -> str | None:
+    """The first --accept-missing glob that matches a check's nodeid (case-sensitive, as nodeids are), or None."""
+    return next((p for p in patterns if fnmatch.fnmatchcase(nodeid, p)), None)
+
+
+def _missing(d: Diff, nodeid: str, what: str) -> None:
+    """A check that no longer ran: a regression, or a change a pattern the user gave accepted."""
+    pattern = accepting(d.accepted, nodeid)
+    if pattern is None:
         d.regressions.append(what)
+    else:
+        d.accepted[pattern].append(nodeid)
+        d.changes.append(f"accepted (--accept-missing {pattern}): {what}")
 
 
-def _outcomes(base: Obj, cand: Obj, d: Diff, accept_missing: bool = False) -> None:
+def _outcomes(base: Obj, cand: Obj, d: Diff) -> None:
     bad = ("failed", "error")
     for nodeid, (b, c) in sorted(matched_checks([base, cand]), key=lambda m: m[0]):
         bo = b["outcome"] if b else None
@@ -206,7 +235,7 @@ def _outcomes(base: Obj, cand: Obj, d: Diff, accept_missing: bool = False) -> No
             d.regressions.append(f"new failure: {nodeid} ({bo or 'absent'} -> {co}){': ' + why if why else ''}")
         elif bo == "passed" and co in _NO_LONGER_RUN:
             why = (c.get("message") or "").splitlines()[0][:160] if c else ""
-            _missing(d, accept_missing, f"check no longer passes: {nodeid} (passed -> {co or 'absent'})"
+            _missing(d, nodeid, f"check no longer passes: {nodeid} (passed -> {co or 'absent'})"
                      + (f": {why}" if why else ""))
         elif c is None:
             d.changes.append(f"check absent from candidate: {nodeid} (was {bo})")
@@ -217,10 +246,22 @@ def _outcomes(base: Obj, cand: Obj, d: Diff, accept_missing: bool = False) -> No
             d.changes.append(f"behaviour changed: {nodeid}: {bo} -> {co}" + (f" ({why.splitlines()[0][:160]})" if why else ""))
 
 
-def _count(base: Obj, cand: Obj, d: Diff, accept_missing: bool) -> None:
+def _count(base: Obj, cand: Obj, d: Diff) -> None:
     before, after = len(base.get("results", [])), len(cand.get("results", []))
-    if after < before:
-        _missing(d, accept_missing, f"fewer checks in candidate: {before} -> {after}")
+    if after >= before:
+        return
+    what = f"fewer checks in candidate: {before} -> {after}"
+    absent = [n for n, (_, c) in matched_checks([base, cand]) if c is None]
+    unaccepted = [n for n in absent if accepting(d.accepted, n) is None]
+    if absent and not unaccepted:
+        for n in absent:  # those that never passed in base were not accepted above, yet lower the count
+            pattern = accepting(d.accepted, n)
+            if pattern is not None and n not in d.accepted[pattern]:
+                d.accepted[pattern].append(n)
+        d.changes.append(f"accepted (--accept-missing): {what}: every absent check matched a pattern")
+        return
+    d.regressions.append(what + (f" ({len(unaccepted)} absent checks match no --accept-missing pattern, e.g. {unaccepted[0]})"
+                                 if d.accepted and unaccepted else ""))
 
 
 #: Evidence that states how Kubernetes behaved, compared as text between runs.
@@ -316,5 +357,10 @@ def text(d: Diff) -> str:
         for m in d.measurements:
             flag = "REGRESSION" if m["regression"] else "ok"
             lines.append(f"  {m['key']}: {_s(m['base'])} -> {_s(m['candidate'])} s [{flag}]")
+    for pattern, nodeids in d.accepted.items():
+        n = len(nodeids)
+        lines.append(f"--accept-missing {pattern}: accepted {n} check{'' if n == 1 else 's'}"
+                     + ("" if n else " (it matched no check that no longer ran)"))
+        lines += [f"  - {x}" for x in nodeids]
     lines += ["", "verdict: " + ("REGRESSION (exit 1)" if d.failed else "no regression (exit 0)")]
     return "\n".join(lines)

@@ -2,11 +2,14 @@
 
 A reader (a browser, CI, ``dra-harness diff``) must never see half a file, so every
 file goes to a temporary name first and is renamed. Whatever a test recorded or a
-command line held, five kinds of credential are blanked before anything is written:
-bearer tokens, HTTP Basic ``Authorization`` values, client secrets (``client-secret``,
-``client_secret``, ``clientSecret``, as a key or a flag), credentials in URLs
-(``https://user:pass@host``) and PEM blocks, besides ``token``/``password`` keys and
-kubeconfig key data. The report is meant to be shared, the kubeconfig is not.
+command line held, credentials are blanked before anything is written: bearer tokens,
+HTTP Basic ``Authorization`` values, client secrets (``client-secret``, ``client_secret``,
+``clientSecret``, as a key or a flag), credentials in URLs (``https://user:pass@host``),
+PEM blocks (a GCP service account's ``private_key`` among them), ``token``/``password``
+keys whatever punctuation their value holds, kubeconfig key data, the values of
+credential-named env entries (an exec plugin's ``users[].user.exec.env[]``), cloud keys
+(AWS ``AKIA``/``ASIA`` key ids and ``aws_secret_access_key``, Azure client secrets and
+``AccountKey``) and bare JWTs. The report is meant to be shared, the kubeconfig is not.
 
 The same text reaches files in several encodings: as written, inside a JSON string
 (``\"clientSecret\": \"x\"``, ``\n`` for newlines), in XML (junit.xml: ``&quot;``,
@@ -39,15 +42,31 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _BASIC = re.compile(rf"(?i)(authorization{_Q}\s*[:=]\s*{_Q}\s*basic\s+)[A-Za-z0-9._~+/=-]{{4,}}")
 #: user:password@ (or a token as the user) in any scheme's URL; greedy, so a password holding '@' goes too.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)[^\s/?#\"'<>\\]+@")
-_FLAGS = r"token|password|client[-_]?secret|client-key|client-certificate"
-_KEYS = r"token|password|client[-_]?secret|client-key-data|client-certificate-data|certificate-authority-data"
-#: Command-line and YAML/JSON forms of a credential: --token=X, --client-secret X, a recorded
-#: argv ["--token", "X"], token: X, "client-key-data": "X", OIDC_CLIENT_SECRET=X (a key may
-#: follow '_', as in id_token).
-_CREDENTIAL = re.compile(
-    rf"(?i)(--?(?:{_FLAGS})(?:[= ]|{_Q}\s*,\s*){_Q}|(?<![A-Za-z0-9])(?:{_KEYS}){_Q}\s*[:=]\s*{_Q})"
-    r"([^\s\"',}&\\<]{6,})"
-)
+_FLAGS = r"token|password|passwd|client[-_]?secret|client-key|client-certificate"
+_KEYS = (r"token|password|passwd|passphrase|client[-_]?secret|client-key-data|client-certificate-data|"
+         r"certificate-authority-data|private[-_]?key|secret[-_]?access[-_]?key|account[-_]?key|shared[-_]?access[-_]?key")
+#: Where a credential's value starts: --token=X, --client-secret X, a recorded argv ["--token", "X"], token: X,
+#: "client-key-data": "X", OIDC_CLIENT_SECRET=X, aws_secret_access_key = X (a key may follow '_', as in id_token).
+_LEAD = rf"(?i)(--?(?:{_FLAGS})(?:[= ]|{_Q}\s*,\s*)|(?<![A-Za-z0-9])(?:{_KEYS}){_Q}\s*[:=]\s*)"
+#: A quoted value runs to the closing quote of the form it opened with (an escaped quote of that form inside it
+#: included), so a password with commas, '&', '}' or spaces goes whole and the file's syntax stays. At most 1024
+#: characters: a quote never closed on its line costs a bounded scan, not one to the end of the file.
+_QUOTED = re.compile(_LEAD + r"""(\\*["']|&(?:quot|apos|#34|#39|#x22|#x27);)((?:(?!\2)(?:\\.|[^\\\n])){1,1024})(?=\2)""")
+#: An unquoted value stops at a space, a quote, a backslash, '<' or an XML/HTML quote or newline reference; a
+#: ',' or '}' only where more of the value follows (not a YAML flow mapping's separator or end: "{password: x}; ...").
+_UNQUOTED = r"""(?:[^\s"',}&\\<]|&(?!quot;|apos;|\#)|[,}](?=[^\s"',}&\\<;\])]))"""
+_CREDENTIAL = re.compile(_LEAD + rf"({_UNQUOTED}{{6,}})")
+#: Names an environment variable holding a credential is given (AWS_SECRET_ACCESS_KEY, VAULT_TOKEN, DB_PASSWORD).
+_SECRET_NAME = r"[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE_KEY|ACCESS_KEY|API_KEY|AUTH)[A-Za-z0-9_]*"
+#: An env entry's value (an exec credential plugin's users[].user.exec.env[], or a pod's) when its name is such a name:
+#: "- name: X\n  value: V" in YAML (pytest's failure text puts "E" at the start of each line), {"name": "X", "value": "V"}
+#: in JSON.
+_ENV_VALUE = re.compile(rf"(?i)(name{_Q}\s*:\s*{_Q}{_SECRET_NAME}{_Q}(?:\s*,\s*{_Q}|\s*{_NL}(?:[E>|]\s)?[\s-]*)value{_Q}\s*:\s*{_Q})"
+                        r"""((?:[^\s"'\\<&]|&(?!quot;|apos;|\#))+)""")
+#: Cloud keys that need no key name: AWS access key ids (long-lived AKIA, temporary ASIA), Azure AD client secrets
+#: (three characters, a digit, "Q~", 31 to 34 more), and bare JWTs (header.payload.signature, each base64url).
+_CLOUD_KEY = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|(?<![A-Za-z0-9_~.-])[A-Za-z0-9_.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 REDACTED = "[redacted]"
 
 
@@ -56,12 +75,16 @@ class RunDirError(InputError):
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential of the five kinds (and token/password/key data) blanked; idempotent."""
+    """``text`` with every credential of the kinds above blanked; idempotent."""
     text = _PEM.sub(REDACTED, text)
     text = _PEM_HEAD.sub(REDACTED, text)
     text = _BASIC.sub(lambda m: m.group(1) + REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    text = _JWT.sub(REDACTED, text)
+    text = _CLOUD_KEY.sub(REDACTED, text)
+    text = _ENV_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _QUOTED.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     return _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
 
 

@@ -19,7 +19,7 @@ from dra_harness.kube.types import Obj
 from dra_harness.report import contention, operations, plots, readable
 from dra_harness.report.results import slug
 
-VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
+VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "PARTIAL": "#9a6700", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
 OUTCOME_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "skipped": "#6e7781", "not run": "#6e7781",
                    "not established": "#9a6700"}
 

@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 #: Allocation rows the report lists (the run may have many more; all are in allocations.jsonl).
 ALLOCATION_ROWS_SHOWN = 300
 
-__all__ = ["RunDirError", "build_summary", "finish_run", "start_run", "write_pdf", "write_report"]
+__all__ = ["RunDirError", "build_summary", "finish_run", "newer_than_summary", "start_run", "write_pdf", "write_report"]
 
 
 def start_run(run_dir: Path, run_id: str, command: list[str], design_record: Obj | None) -> Path:
@@ -124,11 +124,38 @@ def _optional(path: Path, schema: Obj) -> Obj | None:
     return read_checked(path, schema) if path.exists() else None
 
 
+#: What makes a directory a run's: the marker or run.json (`dra-harness run`), or what a pytest session wrote into
+#: its --report-dir. Not summary.json, which rendering writes: a directory holding only one is no run's, and
+#: rendering into it would overwrite it and report an INCOMPLETE run that never was.
+RUN_EVIDENCE = (rundir.MARKER, "run.json", "junit.xml", "evidence.jsonl")
+
+
 def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
-    if not any((run_dir / f).exists() for f in ("run.json", "junit.xml", "summary.json", "evidence.jsonl")):
-        raise RunDirError(f"{run_dir} is not a run directory (no run.json, junit.xml or evidence.jsonl)")
+    if not any((run_dir / f).exists() for f in RUN_EVIDENCE):
+        raise RunDirError(f"{run_dir} is not a run directory (no {rundir.MARKER}, run.json, junit.xml or evidence.jsonl)")
+
+
+#: What rendering writes, from the rest: never a reason to rebuild the summary (Allure's files are enriched after it).
+_RENDERED = ("summary.json", "signoff.md", "signoff.html", "signoff.pdf")
+_RENDERED_DIRS = ("allure-results/", "allure-report/")
+
+
+def newer_than_summary(run_dir: Path) -> str | None:
+    """The newest of the run's own files (junit.xml, evidence.jsonl, ...) written after its summary.json, or None.
+
+    A summary.json rendered at the start of a run (INCOMPLETE), or before a test session that pytest ran directly
+    wrote junit.xml, says nothing about what the files now hold: whoever reads the summary rebuilds it instead.
+    """
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return None
+    written = summary.stat().st_mtime_ns
+    newer = [(p.stat().st_mtime_ns, rel) for rel in rundir.layout_files(run_dir)
+             if rel not in _RENDERED and not rel.startswith(_RENDERED_DIRS) and (p := run_dir / rel).is_file()
+             and p.stat().st_mtime_ns > written]
+    return max(newer)[1] if newer else None
 
 
 def build_summary(run_dir: Path) -> Obj:
@@ -146,23 +173,9 @@ def build_summary(run_dir: Path) -> Obj:
     for r in rows:
         r["evidence_text"] = [readable.sentence(rec) for rec in r["evidence"]]
     counts = results.counts(rows)
-    failed = counts.get("failed", 0) + counts.get("error", 0)
     lost = sum(c.get("jobs_lost") or 0 for c in cont["results"])
-    if not meta.get("complete"):
-        verdict = "INCOMPLETE"
-        reason = "the run is in progress or was interrupted" if meta.get("exit_code") is None else f"the run ended with exit code {meta['exit_code']}"
-    elif not rows:
-        verdict, reason = "NO RESULTS", "no test ran"
-    elif failed or lost:
-        verdict = "FAIL"
-        reason = f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
-    else:
-        verdict, reason = "PASS", f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
-        if counts.get(results.NOT_ESTABLISHED):
-            baseline = all(r["message"] == results.OBSERVED_BASELINE for r in rows if r["outcome"] == results.NOT_ESTABLISHED)
-            reason += (f", {counts[results.NOT_ESTABLISHED]} not established (" + (
-                "their baseline came from the cluster under test: pass --expected-hardware)" if baseline
-                else "they had nothing to check or compared the cluster with itself: see the findings)"))
+    checked = _with_contention(results.concerns(rows), cont["results"])
+    verdict, reason = run_verdict(meta, rows, checked, lost)
     record = _optional(run_dir / "design.json", design.DESIGN_SCHEMA)
     return {
         "schema": SCHEMA_VERSION,
@@ -178,7 +191,7 @@ def build_summary(run_dir: Path) -> Obj:
         "counts": counts,
         "provenance": origin,
         "fingerprint": fp,
-        "concerns": _with_contention(results.concerns(rows), cont["results"]),
+        "concerns": checked,
         "results": rows,
         "findings": found,
         "measurements": results.measurements(rows) + contention.measurements(cont["results"]),
@@ -193,6 +206,41 @@ def build_summary(run_dir: Path) -> Obj:
         "allocations": {"pods": len(allocs), "rows": allocs[:ALLOCATION_ROWS_SHOWN]},
         "preflight": _preflight(run_dir),
     }
+
+
+def run_verdict(meta: Obj, rows: list[Obj], checked: list[Obj], lost: int) -> tuple[str, str]:
+    """The run's verdict and why: PASS only when every concern that ran established at least one pass.
+
+    "Nothing failed" is not enough: a run whose checks were all skipped (no GPU, an API not served) or not
+    established (a baseline taken from the cluster itself) proved nothing about those concerns, so it is
+    PARTIAL, naming them — and never FAIL, which is kept for what the cluster got wrong.
+    """
+    counts = results.counts(rows)
+    failed = counts.get("failed", 0) + counts.get("error", 0)
+    if not meta.get("complete"):
+        return "INCOMPLETE", ("the run is in progress or was interrupted" if meta.get("exit_code") is None
+                              else f"the run ended with exit code {meta['exit_code']}")
+    if not rows:
+        return "NO RESULTS", "no test ran"
+    if failed or lost:
+        return "FAIL", f"{failed} checks failed" + (f", {lost} contention jobs lost" if lost else "")
+    reason = f"{counts.get('passed', 0)} checks passed, {counts.get('skipped', 0)} skipped"
+    if counts.get(results.NOT_ESTABLISHED):
+        baseline = all(r["message"] == results.OBSERVED_BASELINE for r in rows if r["outcome"] == results.NOT_ESTABLISHED)
+        reason += (f", {counts[results.NOT_ESTABLISHED]} not established (" + (
+            "their baseline came from the cluster under test: pass --expected-hardware)" if baseline
+            else "the cluster did not let them be tested, they had nothing to check, or compared the cluster with itself: see the findings)"))
+    unproven = [c for c in checked if c["checks"] and not any(k["outcome"] == "passed" for k in c["checks"])]
+    if unproven:
+        return "PARTIAL", reason + "; no check passed in " + "; ".join(
+            f"{c['title']} ({_tally(c['checks'])})" for c in unproven)
+    return "PASS", reason
+
+
+def _tally(checks: list[Obj]) -> str:
+    """``0 passed, 3 skipped, 1 not established``: a concern's checks by outcome, passes always named."""
+    n = results.counts(checks)
+    return ", ".join([f"{n.get('passed', 0)} passed"] + [f"{n[o]} {o}" for o in ("skipped", results.NOT_ESTABLISHED) if n.get(o)])
 
 
 def _preflight(run_dir: Path) -> Obj | None:

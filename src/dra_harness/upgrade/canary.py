@@ -5,7 +5,10 @@ one claim shared by two pods, one claim of two devices) and records their alloca
 container IDs in a run directory; the user upgrades the cluster; ``verify`` checks the invariants
 of :mod:`~dra_harness.upgrade.snapshot` against that record, and that a new claim still
 allocates; ``stop`` deletes the namespace. Only the namespace the canary created is ever touched,
-and it carries the run label, so ``cluster``-wide sweeps of the harness find it too.
+and it carries the run label, so ``cluster``-wide sweeps of the harness find it too. The record is a
+file anyone can edit, so ``stop`` deletes the namespace it names only while that namespace carries
+the record's run label and the canary label, and only that very namespace (a uid precondition): a
+record pointing at ``kube-system`` is refused, not obeyed.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dra_harness.errors import HarnessError, InputError
+from dra_harness.errors import HarnessError, InputError, Refused
 from dra_harness.kube import builders, rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.pods import wait_running
@@ -33,6 +36,10 @@ CANARY_LABEL = "dra-harness.io/canary"
 
 class CanaryError(InputError):
     """A canary run directory that is missing, not a canary's, or unreadable (one line)."""
+
+
+class CanaryRefused(Refused):
+    """The namespace a canary record names is not that canary's: it is left alone, and so is the record."""
 
 
 #: pod -> the claims its containers use: from the template, shared by two, two devices in one claim.
@@ -67,7 +74,7 @@ def start(kubeconfig: Path | None, context: str | None, run_dir: Path, device_cl
             wait_running(kube, namespace, name, workloads.RUNNING_DEADLINE_S)
         taken = snapshot.take(kube, namespace, {})
     except BaseException:
-        _delete(kube, namespace)
+        _delete(kube, namespace, run_id)
         (run_dir / STATE).unlink(missing_ok=True)
         raise
     record["snapshot"] = asdict(taken)
@@ -85,6 +92,8 @@ def load(run_dir: Path, started: bool = True) -> dict:
     """The canary record of ``run_dir``; with ``started``, only one whose start finished (it has a snapshot)."""
     try:
         record = json.loads((run_dir / STATE).read_text())
+        if not (isinstance(record["run_id"], str) and record["run_id"] and isinstance(record["namespace"], str)):
+            raise TypeError("run_id and namespace must be strings")
         if record["snapshot"] is not None:
             record["snapshot"] = snapshot.Snapshot(**record["snapshot"])
         elif started:
@@ -124,17 +133,36 @@ def verify(run_dir: Path, kubeconfig: Path | None = None) -> dict:
 
 
 def stop(run_dir: Path, kubeconfig: Path | None = None) -> str:
-    """Delete the canaries' namespace and wait until it is gone (a start that did not finish too); the record goes last."""
+    """Delete the canaries' namespace and wait until it is gone (a start that did not finish too); the record goes last.
+
+    :class:`CanaryRefused` when the namespace is not this canary's (see the module's docstring): nothing is deleted.
+    """
     record = load(run_dir, started=False)
     kube = _kube(record, kubeconfig)
-    _delete(kube, record["namespace"])
+    _delete(kube, record["namespace"], record["run_id"])
     (run_dir / STATE).unlink()
     return record["namespace"]
 
 
-def _delete(kube: Kube, namespace: str) -> None:
+def _delete(kube: Kube, namespace: str, run_id: str) -> None:
+    """Delete ``namespace`` if it carries the canary's labels for ``run_id``; gone already is fine."""
     try:
-        kube.delete(rest.NAMESPACES, namespace)
+        ns = kube.get(rest.NAMESPACES, namespace)
     except rest.NotFound:
         return
+    labels = ns["metadata"].get("labels") or {}
+    if labels.get(RUN_LABEL) != run_id or labels.get(CANARY_LABEL) != "true":
+        raise CanaryRefused(
+            f"namespace {namespace} is not canary {run_id}'s (it has {RUN_LABEL}={labels.get(RUN_LABEL) or '(none)'}, "
+            f"{CANARY_LABEL}={labels.get(CANARY_LABEL) or '(none)'}): refusing to delete it; the record stays")
+    # The uid precondition: a namespace deleted and re-created under this name since the check is not deleted.
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
+            "preconditions": {"uid": ns["metadata"]["uid"]}}
+    try:
+        kube.request("DELETE", rest.NAMESPACES.path(None, namespace), body)
+    except rest.NotFound:
+        return
+    except rest.Conflict:
+        raise CanaryRefused(f"namespace {namespace} was replaced while being checked (another uid): refusing to "
+                            "delete it; the record stays") from None
     wait_for_deletion(kube, rest.NAMESPACES, namespace, 180)
