@@ -17,6 +17,8 @@ The bases say whose move it is:
   of time with its explanation, a probe that printed no report, a load generator that
   failed); inside a test it is the test's failure message.
 - :class:`LockTimeout`: another run on the same cluster held what this run waited for.
+- :class:`LockLost`: a Lease this run held is no longer its own (taken over, deleted, or not
+  renewed in time); what it guarded may have overlapped another run's section.
 
 Each module keeps its own class where the name carries meaning (``KubeconfigError``,
 ``rest.NotFound``, ``DisruptionRefused``...) and derives it from one of these bases, so a
@@ -56,6 +58,10 @@ class CheckError(HarnessError):
 
 class LockTimeout(HarnessError):
     """Another run on the same cluster held what this run waited for, past the deadline."""
+
+
+class LockLost(HarnessError):
+    """A Lease this run held is no longer its own; the section it guarded must stop (and restore)."""
 
 
 def one_line(e: BaseException) -> str:
