@@ -205,3 +205,27 @@ def test_a_shared_section_whose_lease_was_deleted_raises_lock_lost_when_it_ends(
         store.items.clear()
         clock.t += lock.renew_every
         lock._renew_due()
+
+
+def test_a_disruptor_stops_at_its_next_step_once_the_lock_is_lost_and_still_restores_what_it_did():
+    from types import SimpleNamespace
+
+    from dra_harness.checks.disruption import Disruptor
+    from dra_harness.labels import DISRUPTABLE_LABEL
+
+    patches: list[dict] = []
+    kube = SimpleNamespace(get=lambda res, name: {"metadata": {"labels": {DISRUPTABLE_LABEL: "true"}}, "spec": {}},
+                           patch=lambda res, name, body: patches.append(body["spec"]))
+    cluster = SimpleNamespace(provider=SimpleNamespace(harness_operated=True), kube=kube, controls_driver=True)
+    lost: list[str] = []
+
+    def guard() -> None:  # what ClusterLock.ensure_held does once the lease is gone
+        if lost:
+            raise LockLost(lost[0])
+
+    disruptor = Disruptor(cluster, allowed=True, guard=guard)  # type: ignore[arg-type]  # a fake of the handle's fields used
+    with pytest.raises(LockLost, match="taken over"), disruptor.restoring("n1"):
+        disruptor.cordon("n1")
+        lost.append("taken over by run b")
+        disruptor.drain("n1")  # stops before evicting anything
+    assert patches == [{"unschedulable": True}, {"unschedulable": False}]  # cordoned, then restored
