@@ -75,7 +75,7 @@ class OldRenewer(ClusterLock):
 
 
 class FlakyCredentials:
-    """The real client, but its writes to existing leases fail while ``failing`` is set, as an exec
+    """The real client, but its renewals (patches) fail while ``failing`` is set, as an exec
     plugin fails to get a token (the python client raises ConfigException from its auth hook)."""
 
     def __init__(self, kube: rest.Kube) -> None:
@@ -84,18 +84,10 @@ class FlakyCredentials:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.kube, name)
 
-    def _maybe_fail(self) -> None:
+    def patch(self, *args: Any, **kwargs: Any) -> Obj:
         if self.failing.is_set():
             self.failed += 1
             raise ConfigException("exec: process returned 1. stderr: getting credentials: token expired")
-
-    def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> Obj:
-        if method == "PUT":
-            self._maybe_fail()
-        return self.kube.request(method, path, *args, **kwargs)
-
-    def patch(self, *args: Any, **kwargs: Any) -> Obj:
-        self._maybe_fail()
         return self.kube.patch(*args, **kwargs)
 
 

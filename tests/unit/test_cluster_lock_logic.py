@@ -25,8 +25,8 @@ class FakeLeases:
 
     def __init__(self) -> None:
         self.items: dict[str, dict] = {}
-        self.fail_puts: list[BaseException] = []  # raised, one per PUT, before the store is touched
-        self.puts = 0
+        self.fail_renewals: list[BaseException] = []  # raised, one per renewal (patch), before the store is touched
+        self.renewals = 0
         self._rv = itertools.count(100)
         self._uid = itertools.count(1)
 
@@ -65,15 +65,17 @@ class FakeLeases:
             raise rest.Conflict(409, "Conflict", "the object has been modified")
         return current
 
+    def patch(self, res, name, body, namespace=None, timeout=30.0):
+        """A merge patch of ``spec``; a resourceVersion in it is a precondition, as on the API server."""
+        self.renewals += 1
+        if self.fail_renewals:
+            raise self.fail_renewals.pop(0)
+        current = self._check(name, None, body.get("metadata", {}).get("resourceVersion"))
+        current["spec"].update(body["spec"])
+        return self._stamp(current)
+
     def request(self, method, path, body=None, timeout=30.0):
         name = path.rsplit("/", 1)[1]
-        if method == "PUT":
-            self.puts += 1
-            if self.fail_puts:
-                raise self.fail_puts.pop(0)
-            self._check(name, body["metadata"]["uid"], body["metadata"]["resourceVersion"])
-            self.items[name] = copy.deepcopy(body)
-            return self._stamp(self.items[name])
         if method == "DELETE":
             pre = body.get("preconditions", {})
             self._check(name, pre.get("uid"), pre.get("resourceVersion"))
@@ -140,10 +142,10 @@ def test_renewal_errors_of_any_kind_are_retried_until_one_succeeds(store):
     clock = Clock()
     lock = _lock(store, "a", clock)
     assert lock._create(EXCLUSIVE, "exclusive")
-    store.fail_puts = [RuntimeError("exec plugin: credential expired"), rest.Unreachable("no answer"),
+    store.fail_renewals = [RuntimeError("exec plugin: credential expired"), rest.Unreachable("no answer"),
                        rest.ApiError(500, "InternalError", "etcd")]
     clock.t += lock.renew_every
-    while store.puts < 4:  # the renewer backs off between tries
+    while store.renewals < 4:  # the renewer backs off between tries
         lock._renew_due()
         clock.t += 0.05
     assert clock.t - 1000 < lock.renew_deadline
@@ -155,7 +157,7 @@ def test_a_lease_not_renewed_within_its_deadline_is_lost_and_the_holder_is_told(
     clock = Clock()
     lock = _lock(store, "a", clock)
     assert lock._create(EXCLUSIVE, "exclusive")
-    store.fail_puts = [RuntimeError("exec plugin: credential expired")] * 100
+    store.fail_renewals = [RuntimeError("exec plugin: credential expired")] * 100
     while clock.t < 1000 + lock.renew_deadline + 0.5:
         clock.t += 0.25
         lock._renew_due()

@@ -25,8 +25,8 @@ Why it cannot overlap, as far as Leases allow:
   backoff, and counts its lease lost once no renewal has succeeded for two thirds of the
   duration, since the last successful renewal was *sent* — earlier than any reader can have
   seen it, so before any reader can call it expired (clocks that tick at the same rate).
-- **Every write is guarded.** Renewals are updates carrying the resourceVersion last
-  written; releases and takeovers delete with ``preconditions: {uid, resourceVersion}``.
+- **Every write is guarded.** Renewals are merge patches carrying the resourceVersion
+  last written (the API server applies them to that version only); releases and takeovers delete with ``preconditions: {uid, resourceVersion}``.
   A run whose lease was taken over gets a conflict, counts the lease lost, and never
   renews or deletes the new holder's lease.
 - **Loss is reported.** :attr:`ClusterLock.lost` is set, :meth:`ClusterLock.ensure_held`
@@ -198,16 +198,18 @@ class ClusterLock:
             self._renew_one(name, held)
 
     def _renew_one(self, name: str, held: _Held) -> None:
-        """One renewal: an update guarded by the resourceVersion last written. Never raises: every
+        """One renewal, guarded by the resourceVersion last written. Never raises: every
         error is retried with backoff until the lease counts as lost."""
         sent = self.clock()
         if sent - held.renewed > self.renew_deadline:
             self._lose(name, f"not renewed for {sent - held.renewed:.1f}s (last error: {held.last_error or 'none'})")
             return
-        body = {**held.lease, "spec": {**held.lease["spec"], "renewTime": _micro(self.wall())}}
+        # A merge patch that names the resourceVersion is applied to that version only (409 otherwise):
+        # an update guarded as a PUT would be, within the Role's `patch` verb.
+        guarded = {"metadata": {"resourceVersion": held.lease["metadata"]["resourceVersion"]},
+                   "spec": {"renewTime": _micro(self.wall())}}
         try:
-            lease = self.kube.request("PUT", LEASES.path(self.namespace, name), body,
-                                      timeout=max(1.0, self.renew_every))
+            lease = self.kube.patch(LEASES, name, guarded, self.namespace, timeout=max(1.0, self.renew_every))
         except rest.NotFound:
             self._lose(name, "deleted by someone else")
             return
