@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 
 import pytest
@@ -46,14 +47,19 @@ def _timeline(kube, use_lock: bool) -> list[tuple[str, str, float, float]]:
         section(b, "b", "exclusive", 1.0)
         section(b, "b", "shared", 0.3)
 
-    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    run_at_once([run_a, run_b], a, b)
+    return spans
+
+
+def run_at_once(runs: list[Callable[[], None]], *locks: ClusterLock, timeout: float = 120) -> None:
+    """Each of ``runs`` in a thread of its own (a CI pipeline each); then the runs' locks closed."""
+    threads = [threading.Thread(target=run) for run in runs]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
-    a.close()
-    b.close()
-    return spans
+        t.join(timeout=timeout)
+    for lock in locks:
+        lock.close()
 
 
 def _overlaps(spans: list[tuple[str, str, float, float]]) -> list[str]:

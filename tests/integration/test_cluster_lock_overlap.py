@@ -29,6 +29,8 @@ from dra_harness.kube.rest import Obj
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.lock import EXCLUSIVE, KIND_LABEL, LEASES, ClusterLock, _Held
 
+from .test_cluster_lock import run_at_once
+
 pytestmark = pytest.mark.cluster
 NS = "default"
 LEASE_S = 3.0
@@ -115,14 +117,7 @@ def _skewed_runs(kube: rest.Kube, reader: type[ClusterLock]) -> tuple[list[tuple
         except LockLost as e:
             raised.append(e)
 
-    threads = [threading.Thread(target=section, args=(b, "b", "exclusive", 0.0, 4.0)),
-               threading.Thread(target=section, args=(a, "a", "shared", 0.5, 0.3))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    a.close()
-    b.close()
+    run_at_once([lambda: section(b, "b", "exclusive", 0.0, 4.0), lambda: section(a, "a", "shared", 0.5, 0.3)], a, b, timeout=60)
     return spans, raised
 
 
