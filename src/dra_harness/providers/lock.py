@@ -183,7 +183,10 @@ class ClusterLock:
 
     def _renew_loop(self) -> None:
         while not self._stop.is_set():
-            self._renew_due()
+            try:
+                self._renew_due()
+            except Exception:  # logged with its traceback (a bug); a lease it left unrenewed still counts as lost
+                log.exception("lease renewer of run %s", self.run_id)
             with self._guard:
                 wait = min((h.next_at for h in self._held.values()), default=self.clock() + self.renew_every) - self.clock()
             self._wake.wait(max(0.02, wait))
@@ -230,28 +233,29 @@ class ClusterLock:
     def _after_conflict(self, name: str, held: _Held) -> None:
         """The lease changed under us: lost unless it is still our object with our holder (a label added, say)."""
         try:
-            now = self.kube.get(LEASES, name, self.namespace)
+            current = self.kube.get(LEASES, name, self.namespace)
         except rest.NotFound:
             self._lose(name, "deleted by someone else")
             return
         except Exception as e:  # noqa: BLE001 - as in _renew_one: retried until the deadline
             held.last_error, held.next_at = f"{e.__class__.__name__}: {e}", self.clock() + self.renew_every / 4
             return
-        if not self._same_holder(now, held.lease):
-            self._lose(name, f"taken over by run {_run_of(now)} (holder {now['spec'].get('holderIdentity')})")
+        if not self._same_holder(current, held.lease):
+            self._lose(name, f"taken over by run {_run_of(current)} (holder {current['spec'].get('holderIdentity')})")
             return
         with self._guard:
             if self._held.get(name) is held:
-                held.lease, held.next_at = now, self.clock()  # still ours: renew from the new version at once
+                held.lease, held.next_at = current, self.clock()  # still ours: renew from the new version at once
 
     def _lose(self, name: str, reason: str) -> None:
         with self._guard:
             held = self._held.pop(name, None)
             if held is None:
                 return  # released meanwhile
-            self._lost[name] = (held, f"run {self.run_id}'s lease {self.namespace}/{name} is no longer its own: {reason}")
+            message = f"run {self.run_id}'s lease {self.namespace}/{name} is no longer its own: {reason}"
+            self._lost[name] = (held, message)
             self.lost.set()
-        log.error("%s", self._lost[name][1])
+        log.error("%s", message)
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLost` if a lease this lock holds was lost (or is overdue for renewal)."""
