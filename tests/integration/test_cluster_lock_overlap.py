@@ -226,6 +226,7 @@ def test_renewal_errors_that_last_are_reported_as_a_lost_lease_before_another_ru
     assert lost_first
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the old renewer's death, shown here
 def test_with_the_old_renewer_an_exec_plugin_error_ends_renewal_and_another_run_takes_the_lease(small_cluster):
     """Negative control: the renewer thread dies on the first credential error and never renews again."""
     kube = small_cluster.kube()
