@@ -20,6 +20,10 @@ The bases say whose move it is:
 - :class:`NotEstablished`: the cluster lacks what a check needs (an image it can pull, a right,
   free devices); the check is "not established" with that reason, never a FAIL of the product.
 
+
+- :class:`LockLost`: a Lease this run held is no longer its own (taken over, deleted, or not
+  renewed in time); what it guarded may have overlapped another run's section.
+
 Each module keeps its own class where the name carries meaning (``KubeconfigError``,
 ``rest.NotFound``, ``DisruptionRefused``...) and derives it from one of these bases, so a
 caller catches the specific class when it can act on it and a base when it only reports.
@@ -67,6 +71,10 @@ class NotEstablished(HarnessError):
     the cluster did not let us find out. Raised before anything is created where a preflight fact
     shows it, or as soon as a wait sees a state that cannot turn good (an image that cannot be pulled).
     """
+
+
+class LockLost(HarnessError):
+    """A Lease this run held is no longer its own; the section it guarded must stop (and restore)."""
 
 
 def one_line(e: BaseException) -> str:

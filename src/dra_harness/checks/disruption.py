@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -79,6 +79,9 @@ class Disruptor:
     stopped: set[str] = field(default_factory=set)
     #: UIDs of driver pods deleted here, so a replacement is told from the pod it replaces.
     deleted_pods: set[str] = field(default_factory=set)
+    #: Raises (LockLost) once the run's exclusive hold on the cluster is gone: called before each
+    #: disruptive step, never while restoring, so a test stops disrupting and still puts things back.
+    guard: Callable[[], None] | None = None
 
     def check(self, node: str) -> None:
         if not self.cluster.provider.harness_operated and not self.allowed:
@@ -86,6 +89,10 @@ class Disruptor:
         labels = self.cluster.kube.get(rest.NODES, node)["metadata"].get("labels", {})
         if labels.get(DISRUPTABLE_LABEL) != "true":
             raise DisruptionRefused(f"refusing to disrupt {node}: it is not labelled {DISRUPTABLE_LABEL}=true")
+
+    def _still_ours(self) -> None:
+        if self.guard is not None:
+            self.guard()
 
     def _do(self, node: str, action: str) -> bool:
         """Record the action; True when it should really be carried out."""
@@ -99,6 +106,7 @@ class Disruptor:
         """Embedded cluster: stop the plugin process. Elsewhere: delete the driver's pod on the
         node, found by its owning DaemonSet (grace period 0 for ``kill``); the DaemonSet starts
         a replacement by itself."""
+        self._still_ours()
         if not self._do(node, "kill driver on" if kill else "stop driver on"):
             return
         # Recorded as stopped only once it is: a refusal below must stay a refusal (a skip), never
@@ -131,6 +139,7 @@ class Disruptor:
         if not self.cluster.controls_driver:
             raise DisruptionRefused(f"driver configuration {config!r} needs a driver the harness starts (the embedded "
                                     "cluster's); on this cluster the driver's installation (Helm values) chose it")
+        self._still_ours()
         if self._do(node, f"configure driver ({config}) on"):
             self.cluster.provider.configure_driver(node, config)
 
@@ -248,6 +257,7 @@ class Disruptor:
     # -- nodes --------------------------------------------------------------------------------
     def cordon(self, node: str) -> None:
         """Mark the node unschedulable, remembering it only if it was schedulable before."""
+        self._still_ours()
         if not self._do(node, "cordon"):
             return
         if self.cluster.kube.get(rest.NODES, node)["spec"].get("unschedulable"):
@@ -286,6 +296,7 @@ class Disruptor:
         }
         while pending and time.monotonic() - started < timeout:
             for ns, name in sorted(pending):
+                self._still_ours()
                 try:
                     kube.request("POST", rest.PODS.path(ns, name, "eviction"), {
                         "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns},

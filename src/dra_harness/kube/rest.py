@@ -284,13 +284,14 @@ class Kube:
         namespace: str | None = None,
         kind: str = "merge",
         sub: str | None = None,
+        timeout: float = 30.0,
     ) -> Obj:
         content = {
             "merge": "application/merge-patch+json",
             "json": "application/json-patch+json",
             "strategic": "application/strategic-merge-patch+json",
         }[kind]
-        return self.request("PATCH", res.path(namespace, name, sub), patch, content_type=content)
+        return self.request("PATCH", res.path(namespace, name, sub), patch, content_type=content, timeout=timeout)
 
     def delete(
         self,

@@ -48,7 +48,7 @@ from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import runtime_dirs
-from dra_harness.errors import HarnessError, KubeApiError, NotEstablished, one_line
+from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -305,8 +305,35 @@ def _cluster_lock(request: pytest.FixtureRequest, run_id: str) -> Iterator[None]
         if shared_lock is None:
             yield
             return
-        with shared_lock.exclusive() if exclusive else shared_lock.shared():
-            yield
+        request.node.stash[_SECTION_LOCK] = shared_lock
+        try:
+            with shared_lock.exclusive() if exclusive else shared_lock.shared():
+                yield
+        except LockLost:
+            if not request.node.stash.get(_LOST_REPORTED, False):
+                raise  # lost after the test's body ended: its teardown fails with the reason
+        finally:
+            del request.node.stash[_SECTION_LOCK]
+
+
+_SECTION_LOCK = pytest.StashKey[ClusterLock]()
+_LOST_REPORTED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test whose lease on a shared cluster was lost while it ran fails with :class:`LockLost`, even if its
+    body passed: another run may have disrupted it, or it another run. A disruptive test is stopped earlier,
+    at its disruptor's next step (the disruptor's guard), and its ``restoring()`` runs on the way out."""
+    lock = item.stash.get(_SECTION_LOCK, None)
+    try:
+        result = yield
+        if lock is not None:
+            lock.ensure_held()
+    except LockLost:
+        item.stash[_LOST_REPORTED] = True  # reported here: the section's end need not report it again
+        raise
+    return result
 
 
 @pytest.fixture
@@ -365,7 +392,8 @@ def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterato
     if request.config.getoption("--dry-run"):
         nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]
         pytest.skip(f"dry run: would disrupt one of {', '.join(nodes) or 'no node (none is labelled)'}")
-    yield Disruptor(cluster, allowed=True)
+    lock: ClusterLock | None = request.getfixturevalue("cluster_lock")
+    yield Disruptor(cluster, allowed=True, guard=lock.ensure_held if lock is not None else None)
 
 
 @pytest.fixture(scope="session")

@@ -12,22 +12,46 @@ a readers–writer lock made of ``coordination.k8s.io`` Leases in one namespace.
 - A shared taker creates its lease first and then looks for an exclusive one held by
   another run; if there is one it steps back and waits. So the two never both proceed.
 
-Every lease carries the run label (the sweep removes what a killed run left), is
-renewed while held, and is ignored once its holder stops renewing it, so a run killed
-with SIGKILL blocks the others for at most :data:`LEASE_SECONDS`.
+Why it cannot overlap, as far as Leases allow:
+
+- **Expiry is observed, not computed from timestamps.** Two machines' wall clocks may
+  disagree by minutes, so the holder's ``renewTime`` says nothing to a reader. As
+  client-go's leader election does, a reader judges a lease expired only once *it* has
+  seen the lease unchanged (same uid and resourceVersion) for ``leaseDurationSeconds`` on
+  its own monotonic clock. A lease first seen is never expired: a killed run's lease is
+  taken over one lease duration after a waiter first looks at it.
+- **The holder gives up before a reader can take over.** It renews every quarter of the
+  duration, retrying errors of any kind (an exec plugin's credential error included) with
+  backoff, and counts its lease lost once no renewal has succeeded for two thirds of the
+  duration, since the last successful renewal was *sent* — earlier than any reader can have
+  seen it, so before any reader can call it expired (clocks that tick at the same rate).
+- **Every write is guarded.** Renewals are merge patches carrying the resourceVersion
+  last written (the API server applies them to that version only); releases and takeovers delete with ``preconditions: {uid, resourceVersion}``.
+  A run whose lease was taken over gets a conflict, counts the lease lost, and never
+  renews or deletes the new holder's lease.
+- **Loss is reported.** :attr:`ClusterLock.lost` is set, :meth:`ClusterLock.ensure_held`
+  raises :class:`~dra_harness.errors.LockLost`, and a section whose lease was lost raises
+  it when it ends. What this cannot do: stop a step already under way. A caller stops at
+  its next ``ensure_held()`` (the plugin's disruptor calls it before each disruptive
+  action); a section that never asks learns of the loss only when it ends.
+
+Every lease carries the run label (the sweep removes what a killed run left).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-from dra_harness.errors import LockTimeout
+from dra_harness.errors import LockLost, LockTimeout
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube, Obj
 from dra_harness.labels import RUN_LABEL
@@ -35,10 +59,10 @@ from dra_harness.labels import RUN_LABEL
 LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 EXCLUSIVE = "dra-harness-exclusive"
 KIND_LABEL = "dra-harness.io/lock"
-#: A holder that stops renewing (killed) is ignored after this long.
-LEASE_SECONDS = 45
-RENEW_EVERY_S = 10.0
+#: A holder that stops renewing (killed) is ignored this long after a waiter first sees its lease unchanged.
+LEASE_SECONDS = 45.0
 _counter = itertools.count()
+log = logging.getLogger(__name__)
 
 
 def _now() -> dt.datetime:
@@ -49,128 +73,290 @@ def _micro(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def expired(lease: Obj, now: dt.datetime | None = None) -> bool:
-    spec = lease.get("spec", {})
-    renewed = spec.get("renewTime") or spec.get("acquireTime")
-    if not renewed:
-        return True
-    at = dt.datetime.strptime(renewed.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
-    return (now or _now()) - at > dt.timedelta(seconds=spec.get("leaseDurationSeconds") or LEASE_SECONDS)
+def _version(lease: Obj) -> tuple[str, str]:
+    meta = lease["metadata"]
+    return meta["uid"], meta["resourceVersion"]
+
+
+def _run_of(lease: Obj) -> str:
+    return lease["metadata"].get("labels", {}).get(RUN_LABEL, "?")
+
+
+@dataclass
+class _Held:
+    """A lease this process created: the version it last wrote, and when its last renewal was sent."""
+
+    lease: Obj
+    renewed: float  # monotonic time the last successful write was sent
+    next_at: float  # when the renewer tries next
+    failures: int = 0
+    last_error: str = ""
 
 
 class ClusterLock:
-    """The lock of one run on one cluster; ``shared()`` and ``exclusive()`` are context managers."""
+    """The lock of one run on one cluster; ``shared()`` and ``exclusive()`` are context managers.
 
-    def __init__(self, kube: Kube, run_id: str, namespace: str = "default", wait_s: float = 1800.0) -> None:
+    ``lease_s`` is the lease duration it writes (tests use seconds). ``clock`` (monotonic)
+    judges every duration; ``wall`` only stamps ``acquireTime``/``renewTime`` for people
+    reading the Lease, and is never compared with another machine's.
+    """
+
+    def __init__(self, kube: Kube, run_id: str, namespace: str = "default", wait_s: float = 1800.0,
+                 lease_s: float = LEASE_SECONDS) -> None:
         self.kube, self.run_id, self.namespace, self.wait_s = kube, run_id, namespace, wait_s
-        self._held: set[str] = set()
+        self.lease_s = lease_s
+        self.renew_every = lease_s / 4
+        self.renew_deadline = lease_s * 2 / 3
+        self.poll_s = min(1.0, lease_s / 4)
+        self.clock: Callable[[], float] = time.monotonic
+        self.wall: Callable[[], dt.datetime] = _now
+        #: Set once any lease of this lock was lost; :meth:`ensure_held` says which and why.
+        self.lost = threading.Event()
+        self._held: dict[str, _Held] = {}
+        self._lost: dict[str, tuple[_Held, str]] = {}
+        #: Other holders' leases: name -> ((uid, resourceVersion), when this process first saw that version).
+        self._observed: dict[str, tuple[tuple[str, str], float]] = {}
         self._guard = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    # -- leases -------------------------------------------------------------------------
+    # -- leases of this run ---------------------------------------------------------------
     def _body(self, name: str, kind: str) -> Obj:
-        now = _micro(_now())
+        now = _micro(self.wall())
         return {"metadata": {"name": name, "labels": {RUN_LABEL: self.run_id, KIND_LABEL: kind}},
-                "spec": {"holderIdentity": f"{self.run_id}/{os.getpid()}", "leaseDurationSeconds": LEASE_SECONDS,
+                "spec": {"holderIdentity": f"{self.run_id}/{os.getpid()}", "leaseDurationSeconds": math.ceil(self.lease_s),
                          "acquireTime": now, "renewTime": now}}
 
     def _create(self, name: str, kind: str) -> bool:
+        sent = self.clock()
         try:
-            self.kube.create(LEASES, self._body(name, kind), self.namespace)
+            lease = self.kube.create(LEASES, self._body(name, kind), self.namespace)
         except rest.Conflict:
             return False
         with self._guard:
-            self._held.add(name)
+            self._held[name] = _Held(lease, sent, sent + self.renew_every)
         self._ensure_renewer()
         return True
 
-    def _release(self, name: str) -> None:
+    def _release(self, name: str) -> str | None:
+        """Stop renewing ``name`` and delete it if it is still ours; the reason it was lost, if it was."""
         with self._guard:
-            self._held.discard(name)
-        self.kube.delete(LEASES, name, self.namespace)
+            held = self._held.pop(name, None)
+            held, reason = self._lost.pop(name, (held, None))
+            if not self._lost:
+                self.lost.clear()
+        if held is not None:
+            self._delete(name, held)
+        return reason
+
+    def _delete(self, name: str, held: _Held) -> None:
+        """Delete the lease only while it is still ours: the same object, with our holder identity."""
+        lease = held.lease
+        for _ in range(3):
+            try:
+                self.kube.request("DELETE", LEASES.path(self.namespace, name), {
+                    "kind": "DeleteOptions", "apiVersion": "v1",
+                    "preconditions": dict(zip(("uid", "resourceVersion"), _version(lease), strict=True))})
+                return
+            except rest.NotFound:
+                return
+            except rest.Conflict:
+                pass  # changed since: a renewal still in flight, or someone else's lease now
+            try:
+                lease = self.kube.get(LEASES, name, self.namespace)
+            except rest.NotFound:
+                return
+            if not self._same_holder(lease, held.lease):
+                log.warning("lease %s/%s left alone: it is run %s's now", self.namespace, name, _run_of(lease))
+                return
+
+    @staticmethod
+    def _same_holder(now: Obj, ours: Obj) -> bool:
+        return _version(now)[0] == _version(ours)[0] and now["spec"].get("holderIdentity") == ours["spec"]["holderIdentity"]
 
     def _ensure_renewer(self) -> None:
+        self._wake.set()
         if self._renewer is None or not self._renewer.is_alive():
-            self._renewer = threading.Thread(target=self._renew, daemon=True, name="dra-harness-lease-renewer")
+            self._renewer = threading.Thread(target=self._renew_loop, daemon=True, name="dra-harness-lease-renewer")
             self._renewer.start()
 
-    def _renew(self) -> None:
-        while not self._stop.wait(RENEW_EVERY_S):
+    def _renew_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._renew_due()
+            except Exception:  # logged with its traceback (a bug); a lease it left unrenewed still counts as lost
+                log.exception("lease renewer of run %s", self.run_id)
             with self._guard:
-                held = sorted(self._held)
-            for name in held:
-                try:
-                    self.kube.patch(LEASES, name, {"spec": {"renewTime": _micro(_now())}}, self.namespace)
-                except (rest.ApiError, rest.Unreachable):
-                    pass  # the next round tries again; the holder's deadline is generous
+                wait = min((h.next_at for h in self._held.values()), default=self.clock() + self.renew_every) - self.clock()
+            self._wake.wait(max(0.02, wait))
+            self._wake.clear()
+
+    def _renew_due(self) -> None:
+        """One pass of the renewer: renew every held lease whose time has come."""
+        now = self.clock()
+        with self._guard:
+            due = [(name, held) for name, held in self._held.items() if held.next_at <= now]
+        for name, held in due:
+            self._renew_one(name, held)
+
+    def _renew_one(self, name: str, held: _Held) -> None:
+        """One renewal, guarded by the resourceVersion last written. Never raises: every
+        error is retried with backoff until the lease counts as lost."""
+        sent = self.clock()
+        if sent - held.renewed > self.renew_deadline:
+            self._lose(name, f"not renewed for {sent - held.renewed:.1f}s (last error: {held.last_error or 'none'})")
+            return
+        # A merge patch that names the resourceVersion is applied to that version only (409 otherwise):
+        # an update guarded as a PUT would be, within the Role's `patch` verb.
+        guarded = {"metadata": {"resourceVersion": held.lease["metadata"]["resourceVersion"]},
+                   "spec": {"renewTime": _micro(self.wall())}}
+        try:
+            lease = self.kube.patch(LEASES, name, guarded, self.namespace, timeout=max(1.0, self.renew_every))
+        except rest.NotFound:
+            self._lose(name, "deleted by someone else")
+            return
+        except rest.Conflict:
+            self._after_conflict(name, held)
+            return
+        except Exception as e:  # noqa: BLE001 - any error (an exec plugin's included) is retried until the deadline
+            held.failures += 1
+            held.last_error = f"{e.__class__.__name__}: {e}"
+            held.next_at = self.clock() + min(self.renew_every / 2, 0.1 * 2 ** held.failures)
+            log.warning("renewing lease %s/%s failed (%d in a row): %s", self.namespace, name, held.failures, held.last_error)
+            return
+        with self._guard:
+            if self._held.get(name) is held:
+                held.lease, held.renewed, held.failures, held.last_error = lease, sent, 0, ""
+                held.next_at = sent + self.renew_every
+
+    def _after_conflict(self, name: str, held: _Held) -> None:
+        """The lease changed under us: lost unless it is still our object with our holder (a label added, say)."""
+        try:
+            current = self.kube.get(LEASES, name, self.namespace)
+        except rest.NotFound:
+            self._lose(name, "deleted by someone else")
+            return
+        except Exception as e:  # noqa: BLE001 - as in _renew_one: retried until the deadline
+            held.last_error, held.next_at = f"{e.__class__.__name__}: {e}", self.clock() + self.renew_every / 4
+            return
+        if not self._same_holder(current, held.lease):
+            self._lose(name, f"taken over by run {_run_of(current)} (holder {current['spec'].get('holderIdentity')})")
+            return
+        with self._guard:
+            if self._held.get(name) is held:
+                held.lease, held.next_at = current, self.clock()  # still ours: renew from the new version at once
+
+    def _lose(self, name: str, reason: str) -> None:
+        with self._guard:
+            held = self._held.pop(name, None)
+            if held is None:
+                return  # released meanwhile
+            message = f"run {self.run_id}'s lease {self.namespace}/{name} is no longer its own: {reason}"
+            self._lost[name] = (held, message)
+            self.lost.set()
+        log.error("%s", message)
+
+    def ensure_held(self) -> None:
+        """Raise :class:`LockLost` if a lease this lock holds was lost (or is overdue for renewal)."""
+        now = self.clock()
+        with self._guard:
+            overdue = [(n, h) for n, h in self._held.items() if now - h.renewed > self.renew_deadline]
+        for name, held in overdue:
+            self._lose(name, f"not renewed for {now - held.renewed:.1f}s (last error: {held.last_error or 'none'})")
+        with self._guard:
+            reasons = [reason for _, reason in self._lost.values()]
+        if reasons:
+            raise LockLost("; ".join(reasons))
+
+    # -- leases of other runs -------------------------------------------------------------
+    def _expired(self, lease: Obj) -> bool:
+        """Whether this process has seen ``lease`` unchanged for its whole duration (client-go's rule)."""
+        name, version, now = lease["metadata"]["name"], _version(lease), self.clock()
+        with self._guard:
+            seen = self._observed.get(name)
+            if seen is None or seen[0] != version:
+                self._observed[name] = (version, now)
+                return False
+        return now - seen[1] > (lease["spec"].get("leaseDurationSeconds") or self.lease_s)
 
     def _others(self, kind: str) -> list[Obj]:
         """Live leases of ``kind`` held by other runs."""
         leases = self.kube.list(LEASES, self.namespace, label_selector=f"{KIND_LABEL}={kind},{RUN_LABEL}!={self.run_id}")
-        return [lease for lease in leases if not expired(lease)]
+        return [lease for lease in leases if not self._expired(lease)]
 
     def _exclusive_holder(self) -> Obj | None:
         try:
             lease = self.kube.get(LEASES, EXCLUSIVE, self.namespace)
         except rest.NotFound:
             return None
-        if expired(lease):  # its run was killed: take it away, guarded by its version
+        if self._expired(lease):  # its run was killed: take it away, guarded by the version seen unchanged
+            uid, version = _version(lease)
+            log.warning("taking over lease %s/%s of run %s: unchanged for %ss", self.namespace, EXCLUSIVE,
+                        _run_of(lease), lease["spec"].get("leaseDurationSeconds"))
             try:
                 self.kube.request("DELETE", LEASES.path(self.namespace, EXCLUSIVE), {
-                    "kind": "DeleteOptions", "apiVersion": "v1",
-                    "preconditions": {"resourceVersion": lease["metadata"]["resourceVersion"]}})
+                    "kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": version}})
             except (rest.NotFound, rest.Conflict):
                 pass
             return None
         return lease
 
     def _waited_too_long(self, started: float, waiting_for: str) -> None:
-        if time.monotonic() - started > self.wait_s:
+        if self.clock() - started > self.wait_s:
             raise LockTimeout(f"run {self.run_id} waited {self.wait_s:.0f}s for {waiting_for} "
                               f"(leases in namespace {self.namespace})")
 
     # -- the lock -----------------------------------------------------------------------
     @contextmanager
     def shared(self) -> Iterator[None]:
+        """Hold a shared lease for the block; raises :class:`LockLost` at its end if the lease was lost."""
         name = f"dra-harness-s-{self.run_id}-{os.getpid()}-{next(_counter)}"[:63]
-        started = time.monotonic()
+        started = self.clock()
         while True:
             self._create(name, "shared")
             holder = self._exclusive_holder()
-            if holder is None or holder["metadata"]["labels"].get(RUN_LABEL) == self.run_id:
+            if holder is None or _run_of(holder) == self.run_id:
                 break
             self._release(name)  # step back: another run's exclusive section goes first
-            self._waited_too_long(started, f"run {holder['metadata']['labels'].get(RUN_LABEL)}'s exclusive section")
-            time.sleep(1.0)
+            self._waited_too_long(started, f"run {_run_of(holder)}'s exclusive section")
+            time.sleep(self.poll_s)
         try:
             yield
         finally:
-            self._release(name)
+            lost = self._release(name)
+        if lost:
+            raise LockLost(lost)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        started = time.monotonic()
+        """Hold the exclusive lease for the block, once no other run's test runs; raises
+        :class:`LockLost` at its end (or at the start) if the lease was lost."""
+        started = self.clock()
         while not self._create(EXCLUSIVE, "exclusive"):
             holder = self._exclusive_holder()
             if holder is not None:
-                self._waited_too_long(started, f"run {holder['metadata']['labels'].get(RUN_LABEL)}'s exclusive section")
-                time.sleep(1.0)
+                self._waited_too_long(started, f"run {_run_of(holder)}'s exclusive section")
+                time.sleep(self.poll_s)
         try:
             while readers := self._others("shared"):
-                runs = sorted({r["metadata"]["labels"].get(RUN_LABEL, "?") for r in readers})
+                runs = sorted({_run_of(r) for r in readers})
                 self._waited_too_long(started, f"tests of run(s) {', '.join(runs)} to finish")
-                time.sleep(0.5)
+                time.sleep(min(0.5, self.poll_s))
+            self.ensure_held()
             yield
         finally:
-            self._release(EXCLUSIVE)
+            lost = self._release(EXCLUSIVE)
+        if lost:
+            raise LockLost(lost)
 
     def close(self) -> None:
         """Stop renewing; release whatever is still held (an interrupted test)."""
         self._stop.set()
+        self._wake.set()
         with self._guard:
-            held = sorted(self._held)
-        for name in held:
+            names = sorted(self._held) + sorted(self._lost)
+        for name in names:
             try:
                 self._release(name)
             except (rest.ApiError, rest.Unreachable):

@@ -17,6 +17,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.integration.twins")
     parser.add_argument("--seed", type=int, default=shapes.daily_seed(), help="first seed (default: today's)")
     parser.add_argument("--shapes", type=int, default=3, help="how many shapes, seeds SEED, SEED+1, ...")
+    parser.add_argument("--keep", type=Path, help="keep each run's report directory under this one")
     args = parser.parse_args(argv)
     print("| seed | passed | not established | skipped | failed | minutes |\n|---|---|---|---|---|---|", flush=True)
     bad = 0
@@ -24,7 +25,7 @@ def main(argv: list[str]) -> int:
         shape = shapes.draw(seed, run.node_count(), run.GPUS)
         with tempfile.TemporaryDirectory(prefix="dra-harness-shape-") as tmp:
             with run.twin_cluster(shape, Path(tmp) / "twin") as (cluster, made):
-                judgement = run.judge(cluster, made, Path(tmp) / "run")
+                judgement = run.judge(cluster, made, (args.keep / str(seed)) if args.keep else Path(tmp) / "run")
         print(judgement.row(), flush=True)
         if not judgement.ok:
             bad += 1

@@ -105,6 +105,7 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
         raise ClusterError("the staging twin needs at least 3 simulated nodes")
     kube = cluster.kube()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="dra-harness-twin-"))
+    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     workdir.chmod(0o700)
     nodes = spec.all_node_names()
     real = [n for n in nodes if n not in kwok]
