@@ -208,7 +208,7 @@ def test_a_node_cordoned_before_the_run_is_never_chosen_and_stays_cordoned(small
     assert _cordoned(kube, "gpu-node-0"), "a node cordoned for maintenance was uncordoned"
     assert not _cordoned(kube, "gpu-node-1"), "our own cordon was not undone"
     kube.patch(rest.NODES, "gpu-node-1", {"spec": {"unschedulable": True}})
-    with pytest.raises(DisruptionRefused, match="already cordoned: gpu-node-0, gpu-node-1"):
+    with pytest.raises(DisruptionRefused, match="already cordoned or tainted: gpu-node-0, gpu-node-1"):
         disruptor.target_node()
 
 

@@ -154,14 +154,15 @@ class Disruptor:
         maintenance: it is never chosen."""
         published = {v["node"] for v in self.cluster.published().values()}
         labelled = self.cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
-        cordoned = sorted(n["metadata"]["name"] for n in labelled if n["spec"].get("unschedulable"))
+        schedulable = set(self.cluster.schedulable_nodes())  # a NoSchedule taint is someone's maintenance too
+        cordoned = sorted(n["metadata"]["name"] for n in labelled if n["metadata"]["name"] not in schedulable)
         # Nodes that run real containers first: what happens to running containers is the question.
         real = set(self.cluster.container_nodes())
         nodes = sorted((n["metadata"]["name"] for n in labelled
                         if n["metadata"]["name"] in published and n["metadata"]["name"] not in cordoned),
                        key=lambda name: (name not in real, name))
         if not nodes:
-            skipped = f" (skipped, already cordoned: {', '.join(cordoned)})" if cordoned else ""
+            skipped = f" (skipped, already cordoned or tainted: {', '.join(cordoned)})" if cordoned else ""
             raise DisruptionRefused(
                 f"no schedulable node labelled {DISRUPTABLE_LABEL}=true publishes devices of {self.cluster.driver}{skipped}")
         return nodes[0]

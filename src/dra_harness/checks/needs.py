@@ -70,16 +70,20 @@ restartable_driver = Need("restartable_driver", _restartable)
 disruptable_node = Need("disruptable_node", _disruptable)
 
 
-def free_devices(count: int, same_node: bool = False) -> Need:
-    """``count`` devices nobody else holds, on schedulable nodes (on one node with ``same_node``)."""
+def free_devices(count: int, same_node: bool = False, on: str | None = None, besides: str | None = None) -> Need:
+    """``count`` devices nobody else holds, on schedulable nodes: on one node with ``same_node``, on node ``on``,
+    or on nodes other than ``besides`` (where a drained node's pods must go)."""
     def judge(f: Facts) -> str | None:
-        free = f.free_on_one_node() if same_node else f.free_total()
+        nodes = [n for n in f.nodes.values() if n.schedulable and (on is None or n.name == on) and n.name != besides]
+        free = max((n.free for n in nodes), default=0) if same_node or on else sum(n.free for n in nodes)
         if free >= count:
             return None
-        where = "on one schedulable node" if same_node else "on schedulable nodes"
+        where = (f"on {on}" if on else "on one schedulable node" if same_node else "on schedulable nodes") + (
+            f" other than {besides}" if besides else "")
         held = sum(len(n.held_by_others) for n in f.nodes.values())
         return f"needs {count} free devices {where}; the preflight saw {free} ({held} held by other workloads)"
-    return Need(f"free_devices({count}{', same_node' if same_node else ''})", judge)
+    scope = ", same_node" if same_node else f", on={on}" if on else ""
+    return Need(f"free_devices({count}{scope}{f', besides={besides}' if besides else ''})", judge)
 
 
 def whole_node() -> Need:

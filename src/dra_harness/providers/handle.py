@@ -206,8 +206,10 @@ class ClusterHandle:
         return rest.device_taint_rules(self.kube)
 
     def schedulable_nodes(self) -> list[str]:
-        """Nodes the scheduler may place new pods on (not cordoned), sorted."""
-        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable"))
+        """Nodes the scheduler may place the harness's pods on, sorted: not cordoned, and no NoSchedule or
+        NoExecute taint (its pods tolerate none; a staging node tainted for maintenance takes none of them)."""
+        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable")
+                      and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in n["spec"].get("taints") or []))
 
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""

@@ -57,9 +57,12 @@ def _held_on(cluster, node: str) -> list[str]:
 
 
 @pytest.mark.requires(needs.restartable_driver)  # the driver goes last, as in a real drain
-def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhere(cluster, namespace, disruptor, evidence):
+def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhere(cluster, preflight, namespace, disruptor,
+                                                                                    evidence):
     kube = cluster.kube
     node = disruptor.target_node()
+    # Three workers start on the node and must find three devices elsewhere once it is drained.
+    needs.demand(preflight, needs.free_devices(3, on=node), needs.free_devices(3, besides=node))
     cluster.template(namespace, "gpu")
     _deployment(cluster, namespace, "workers", 3, node, {"gpu": {"template": "gpu"}})
     first = watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 3, 60, "3 workers Running",
@@ -93,9 +96,11 @@ def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhe
     evidence.record(node=node, evicted=result.evicted, devices_free_after_s=round(free_after, 3), replacements=placed)
 
 
-def test_replacements_of_a_shared_claims_consumers_wait_until_its_last_consumer_is_gone(cluster, namespace, disruptor, evidence):
+def test_replacements_of_a_shared_claims_consumers_wait_until_its_last_consumer_is_gone(cluster, preflight, namespace,
+                                                                                         disruptor, evidence):
     kube = cluster.kube
     node = disruptor.target_node()
+    needs.demand(preflight, needs.free_devices(1, on=node), needs.free_devices(1, besides=node))
     cluster.claim(namespace, "shared")
     _deployment(cluster, namespace, "readers", 2, node, {"gpu": {"claim": "shared"}})
     watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 2, 60, "2 readers Running",
