@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.errors import NotEstablished
 from dra_harness.checks import admin_access, driver_rbac
 from dra_harness.checks.class_limits import ClassLimits
 from dra_harness.kube import builders, rest
@@ -29,7 +30,7 @@ def limits(cluster) -> Iterator[ClassLimits]:
             lim.install()
         except rest.ApiError as e:
             if e.status == 403:
-                pytest.skip(f"installing a ValidatingAdmissionPolicy needs rights this identity lacks: {e.message[:200]}")
+                raise NotEstablished(f"installing a ValidatingAdmissionPolicy needs rights this identity lacks: {e.message[:200]}") from None
             raise
         yield lim
     finally:
@@ -71,7 +72,7 @@ def test_an_admin_access_claim_is_refused_without_the_namespaces_admin_access_la
     try:
         result = admin_access.probe(cluster.kube, namespace, cluster.profile.device_class, cluster.run_id)
     except rest.ApiError as e:
-        pytest.skip(f"labelling the namespace {admin_access.LABEL}=true needs rights this identity lacks: {e.message[:200]}")
+        raise NotEstablished(f"labelling the namespace {admin_access.LABEL}=true needs rights this identity lacks: {e.message[:200]}") from None
     evidence.record(without_label=result.without_label or "accepted", with_label=result.with_label or "accepted")
     problems = result.problems()
     assert not problems, "; ".join(problems)
@@ -89,7 +90,7 @@ def test_the_drivers_service_account_may_do_no_more_than_publish_its_nodes_slice
     try:
         result = driver_rbac.audit(cluster.kube, pod["metadata"]["namespace"], sa, cluster.driver, pod["spec"]["nodeName"], other)
     except driver_rbac.AuditImpossible as e:
-        pytest.skip(str(e))
+        raise NotEstablished(str(e)) from None
     evidence.record(service_account=result.service_account, granted_beyond=result.granted_beyond,
                     missing_needed=result.missing_needed, slice_probe=result.slice_probe, findings=result.findings,
                     **({"not_established": result.not_established} if result.not_established else {}))

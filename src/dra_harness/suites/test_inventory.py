@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from dra_harness.errors import NotEstablished
 from dra_harness.checks import cel
 from dra_harness.checks.inventory import audit
 from dra_harness.providers.hardware import devices_by_node
@@ -138,7 +139,7 @@ def test_every_node_with_slices_has_a_running_driver(cluster, slices):
     running = {node: cluster.driver_running(node) for node in nodes}
     if all(v is None for v in running.values()):
         namespace, name = cluster.profile.driver_daemonset
-        pytest.skip(f"cannot tell which pods run {cluster.driver}: no DaemonSet {namespace}/{name or '?'} "
-                    "(set the profile's driverDaemonSet or --driver-daemonset)")
+        raise NotEstablished(f"cannot tell which pods run {cluster.driver}: no DaemonSet {namespace}/{name or '?'} "
+                             "(set the profile's driverDaemonSet or --driver-daemonset)")
     stale = [n for n, up in running.items() if up is False]
     assert not stale, f"slices of {', '.join(stale)} are stale: no {cluster.driver} driver runs there"

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+from dra_harness.errors import NotEstablished
 from dra_harness.checks import needs
 from dra_harness.checks import metrics
 from dra_harness.checks.incontainer import probe_pod
@@ -74,8 +75,8 @@ def test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_p
     sources = _sources(cluster)
     missing = [c for c in ("kube-scheduler", "kube-controller-manager") if c not in sources]
     if missing:
-        pytest.skip(f"the /metrics of {', '.join(missing)} cannot be read on this cluster (only the API server's is "
-                    "reachable through the API)")
+        raise NotEstablished(f"the /metrics of {', '.join(missing)} cannot be read on this cluster (only the API "
+                             "server's is reachable through the API)")
     expected = control_plane()
     before = {c: sources[c]() for c in expected}
     cluster.template(namespace, "one", cluster.request())
@@ -106,7 +107,8 @@ def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster
         try:
             return cluster.kube.raw(f"/api/v1/nodes/{node}/proxy/metrics", timeout=20)
         except rest.ApiError as e:
-            pytest.skip(f"the kubelet's /metrics on {node} cannot be read through the API server: {e.status} {e.message[:150]}")
+            raise NotEstablished(f"the kubelet's /metrics on {node} cannot be read through the API server: "
+                                 f"{e.status} {e.message[:150]}") from None
 
     before = _settled(read, cluster.kube, node, cluster.driver)
     cluster.template(namespace, "one", cluster.request())

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.errors import NotEstablished
 from dra_harness.checks import needs
 from dra_harness.checks import admin_access, config_webhook
 from dra_harness.errors import ClusterError
@@ -148,7 +149,7 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
     except rest.ApiError as e:
         if e.status != 403:
             raise
-        pytest.skip(f"admin access needs the namespace labelled {admin_access.LABEL}=true, which this identity may not do: {e.message}")
+        raise NotEstablished(f"admin access needs the namespace labelled {admin_access.LABEL}=true, which this identity may not do: {e.message}") from None
     only = [f"{cluster.profile.cel_attribute('index')} == 0"]
     cluster.claim(namespace, "user", cluster.request(selectors=only))
     cluster.kube.create(rest.PODS, probe_pod("user", cluster.run_id, cluster.probe_image, node, {"gpu": {"claim": "user"}}), namespace)
