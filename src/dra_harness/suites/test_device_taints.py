@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.checks import needs
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
@@ -24,7 +25,8 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.labels import RUN_LABEL
 
-pytestmark = pytest.mark.disruptive
+pytestmark = [pytest.mark.disruptive,
+              pytest.mark.requires(needs.right("create-device-taint-rules"), needs.disruptable_node)]
 
 TAINT_KEY = "dra-harness.io/out-of-service"
 
