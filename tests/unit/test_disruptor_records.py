@@ -56,3 +56,39 @@ def test_a_driver_really_stopped_is_waited_for_until_its_replacement_is_ready():
         with disruptor.restoring(NODE, deadline=0.3):
             disruptor.stop_driver(NODE)
     assert cluster.kube.deleted == ["plugin-x"] and disruptor.deleted_pods == {"u1"}
+
+
+class _GoneOnce:
+    """A watch that is 410 Gone first, then quiet; the list after it shows slice-b replaced slice-a."""
+
+    def __init__(self, stop) -> None:
+        self.stop, self.watches = stop, 0
+
+    def watch(self, res, resource_version=None, field_selector=None, timeout_seconds=None):
+        from dra_harness.kube import rest
+
+        self.watches += 1
+        if self.watches == 1:
+            raise rest.Gone(410, "Expired", "too old resource version")
+        self.stop.set()
+        return iter(())
+
+    def list_with_version(self, res, field_selector=None):
+        return [{"metadata": {"name": "slice-b"}}], "42"
+
+
+def test_a_slice_watch_too_far_behind_lists_again_and_records_what_it_missed():
+    import threading
+
+    from dra_harness.checks.disruption import RestartRecord, follow_slices
+
+    stop = threading.Event()
+    record = RestartRecord(NODE, kill=False, down_for=None)
+    follow_slices(_GoneOnce(stop), "spec.nodeName=x", "1", {"slice-a"}, time.monotonic(), record, stop)
+    assert [(kind, name) for _, kind, name in record.slice_events] == [("DELETED", "slice-a"), ("ADDED", "slice-b")]
+    assert record.relists == 1
+    # Negative control: a watch that is never Gone records nothing it did not see.
+    quiet, stop = RestartRecord(NODE, kill=False, down_for=None), threading.Event()
+    stop.set()
+    follow_slices(_GoneOnce(stop), "spec.nodeName=x", "1", {"slice-a"}, time.monotonic(), quiet, stop)
+    assert quiet.slice_events == [] and quiet.relists == 0

@@ -43,6 +43,7 @@ class RestartRecord:
     missing_for: float = 0.0  # time the node had no slice of the driver
     stale_for: float = 0.0  # time slices stayed published while no driver ran
     slice_events: list[tuple[float, str, str]] = field(default_factory=list)
+    relists: int = 0  # times the slice watch was too far behind (410 Gone) and listed again
     failure: str = ""
 
 
@@ -183,21 +184,8 @@ class Disruptor:
         t0 = time.monotonic()
         stop_watch = threading.Event()
 
-        def follow() -> None:
-            version = rv
-            while not stop_watch.is_set():
-                try:
-                    for kind, obj in kube.watch(rest.RESOURCE_SLICES, resource_version=version,
-                                                field_selector=selector, timeout_seconds=5):
-                        version = obj.get("metadata", {}).get("resourceVersion", version)
-                        if kind != "BOOKMARK":
-                            record.slice_events.append((round(time.monotonic() - t0, 3), kind, obj["metadata"]["name"]))
-                        if stop_watch.is_set():
-                            return
-                except (rest.ApiError, rest.Unreachable):
-                    time.sleep(0.2)
-
-        watcher = threading.Thread(target=follow, daemon=True)
+        known = {s["metadata"]["name"] for s in items}
+        watcher = threading.Thread(target=follow_slices, args=(kube, selector, rv, known, t0, record, stop_watch), daemon=True)
         watcher.start()
         try:
             self.stop_driver(node, kill=kill)
@@ -345,6 +333,40 @@ class Disruptor:
                                         "its DaemonSet has no Ready pod there")
                 time.sleep(0.2)
         self.stopped.discard(node)
+
+
+def follow_slices(kube, selector: str, version: str, known: set[str], t0: float, record: RestartRecord,
+                  stop: threading.Event) -> None:
+    """Append every slice event for ``selector`` to ``record.slice_events`` until ``stop``.
+
+    A watch that falls too far behind gets 410 Gone: then the slices are listed again and what
+    changed while the watch was blind is recorded as of the re-list (``record.relists`` counts them),
+    so restart timings never come from a truncated event list that looks complete.
+    """
+    while not stop.is_set():
+        try:
+            for kind, obj in kube.watch(rest.RESOURCE_SLICES, resource_version=version,
+                                        field_selector=selector, timeout_seconds=5):
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind != "BOOKMARK":
+                    name = obj["metadata"]["name"]
+                    record.slice_events.append((round(time.monotonic() - t0, 3), kind, name))
+                    (known.discard if kind == "DELETED" else known.add)(name)
+                if stop.is_set():
+                    return
+        except rest.Gone:
+            try:
+                items, version = kube.list_with_version(rest.RESOURCE_SLICES, field_selector=selector)
+            except (rest.ApiError, rest.Unreachable):
+                time.sleep(0.2)
+                continue
+            now, at = {s["metadata"]["name"] for s in items}, round(time.monotonic() - t0, 3)
+            record.slice_events += [(at, "DELETED", n) for n in sorted(known - now)] + [(at, "ADDED", n) for n in sorted(now - known)]
+            known.clear()
+            known.update(now)
+            record.relists += 1
+        except (rest.ApiError, rest.Unreachable):
+            time.sleep(0.2)
 
 
 def _slice_periods(events: list[tuple[float, str, str]], present_at_start: bool, stopped: float,

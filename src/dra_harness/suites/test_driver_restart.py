@@ -52,7 +52,7 @@ def _record(evidence, record) -> None:
     evidence.record(node=record.node, kill=record.kill, down_for_s=record.down_for, back_after_s=record.back_after,
                     replacement_ready_after_s=record.replacement_ready_after,
                     slices_missing_s=record.missing_for, slices_stale_s=record.stale_for,
-                    slice_events=record.slice_events, failure=record.failure)
+                    slice_events=record.slice_events, slice_watch_relists=record.relists, failure=record.failure)
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["graceful", "sigkill"])
