@@ -40,9 +40,10 @@ def _allocated_claim(cluster, namespace, pod_name):
     return pod, pod_claims(cluster.kube, pod)["gpu"]
 
 
-def test_pods_from_a_claim_template_get_distinct_devices_on_their_own_node(cluster, namespace, evidence):
+def test_pods_from_a_claim_template_get_distinct_devices_on_their_own_node(cluster, preflight, namespace, evidence):
+    needs.demand(preflight, needs.free_devices(2))  # two pods at least, or distinctness says nothing
     cluster.template(namespace, "one-gpu")
-    pods = [f"worker-{i}" for i in range(min(6, cluster.expected.total_devices))]
+    pods = [f"worker-{i}" for i in range(min(6, preflight.free_total()))]  # what others leave free, not the hardware
     for name in pods:
         cluster.pod(namespace, name, template="one-gpu")
 
