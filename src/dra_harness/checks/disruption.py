@@ -5,7 +5,10 @@ Safety first: an action touches a node only if the node carries
 with ``--allow-disruptive``. With ``dry_run`` every action is recorded and nothing is
 done. :meth:`Disruptor.restoring` undoes what the harness itself did, however the test
 ends, and nothing else: a node someone cordoned for maintenance stays cordoned (and is
-never chosen as a target), and only a driver the harness stopped is started again.
+never chosen as a target), a cordon of the harness's that an operator took over meanwhile
+is left to them, and only a driver the harness stopped is started again. A cordon is
+recorded on the node itself, so a run killed mid-drain has it undone by its sweep or
+watchdog (:mod:`dra_harness.providers.node_changes`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from itertools import pairwise
 
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.kube import rest
+from dra_harness.providers import node_changes
 from dra_harness.kube.pods import pod_ready
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.errors import ClusterError, Refused
@@ -243,21 +247,25 @@ class Disruptor:
 
     # -- nodes --------------------------------------------------------------------------------
     def cordon(self, node: str) -> None:
-        """Mark the node unschedulable, remembering it only if it was schedulable before."""
+        """Mark the node unschedulable, with the run's record on it (:mod:`~dra_harness.providers.node_changes`:
+        the sweep and the watchdog undo it after a kill), remembering it only if it was schedulable before."""
         if not self._do(node, "cordon"):
             return
-        if self.cluster.kube.get(rest.NODES, node)["spec"].get("unschedulable"):
+        if not node_changes.cordon(self.cluster.kube, node, self.cluster.run_id):
             self.actions[-1] += " (already cordoned: left as found)"
             return
-        self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": True}})
         self.cordoned.add(node)
 
     def uncordon(self, node: str) -> None:
-        """Undo a cordon of ours; a node cordoned by someone else stays cordoned."""
+        """Undo a cordon of ours that is still ours: a node cordoned by someone else, or taken over by an
+        operator since (uncordoned, or cordoned again), stays as they left it, and the actions say so."""
         if node not in self.cordoned:
             return
         if self._do(node, "uncordon"):
-            self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}})
+            why = node_changes.uncordon(self.cluster.kube, node, self.cluster.run_id)
+            if why:
+                self.actions[-1] += f" (not done: {why})"
+                log.warning("uncordon %s not done: %s", node, why)
         self.cordoned.discard(node)
 
     def drain(self, node: str, timeout: float = 60.0, keep: tuple[str, ...] = ()) -> DrainResult:
