@@ -69,6 +69,19 @@ class FakeKube:
         return [copy.deepcopy(o) for (kind, ns, _), o in self.objects.items()
                 if kind == res.kind and (namespace is None or ns == namespace) and _selects(label_selector, o)]
 
+    def list_with_version(self, res: rest.Resource, namespace: str | None = None, label_selector: str | None = None,
+                          field_selector: str | None = None) -> tuple[list[dict], str]:
+        return self.list(res, namespace, label_selector, field_selector), str(self.version)
+
+    def watch(self, *_: Any, **__: Any) -> Any:
+        return iter(())  # nothing changes while nobody writes: the store is changed only by the test's own calls
+
+    def request(self, method: str, path: str, *_: Any, **__: Any) -> dict:
+        """Discovery only: the fake serves no optional API group (DeviceTaintRule, Kueue)."""
+        self.calls.append((method, "discovery", path))
+        self.before(method, "discovery", path)
+        return {"resources": []}
+
     def delete(self, res: rest.Resource, name: str, namespace: str | None = None, **_: Any) -> None:
         self._call("DELETE", res, name)
         self.objects.pop((res.kind, namespace, name), None)

@@ -23,7 +23,8 @@ import yaml
 from dra_harness import data
 from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
-from dra_harness.providers.handle import NAMESPACE_ROLE, NODE_LEASE_NAMESPACE, cluster_scoped_kinds
+from dra_harness.providers.handle import NAMESPACE_ROLE, cluster_scoped_kinds
+from dra_harness.providers.sweep import NODE_LEASE_NAMESPACE
 from dra_harness.providers.incluster_kwok import SHIPPED_ROLE as KWOK_ROLE
 from dra_harness.providers.lock import LEASES
 from dra_harness.providers.kind.apply import apply_all
