@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
 from dra_harness.errors import InputError
 from dra_harness.kube import rest
+from dra_harness.plugin import inputs, pytest_plugin
 from dra_harness.labels import CORDONED_BY_ANNOTATION, KEPT_LABEL, RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.providers import node_changes, sweep
 from dra_harness.providers.lock import LEASES
@@ -142,3 +144,20 @@ def test_any_leftover_of_the_run_makes_its_id_unusable(leftover):
 
 def test_a_new_run_id_is_not_refused():
     sweep.refuse_reused_run_id(_shared_cluster(), "run-c")
+
+
+def _provider(kube: FakeKube | None) -> SimpleNamespace:
+    """What :func:`inputs.check` reads of a provider on a cluster that outlives the run (``kube``) or not (None)."""
+    return SimpleNamespace(options={}, run_id=RUN, check_inputs=lambda: None, kube_before_run=lambda: kube)
+
+
+def test_the_plugin_refuses_a_reused_run_id_in_one_usage_line_and_will_sweep_nothing():
+    config = SimpleNamespace(stash={pytest_plugin.PROVIDER: _provider(_shared_cluster())}, getoption=lambda name: None)
+    with pytest.raises(pytest.UsageError) as e:
+        pytest_plugin._check_inputs(config)
+    assert str(e.value).startswith(f"--run-id {RUN}: ") and len(str(e.value).splitlines()) == 1
+    assert pytest_plugin.INPUTS_OK not in config.stash, "a refused run must not sweep the other run's objects at exit"
+
+
+def test_a_cluster_the_run_brings_up_is_not_asked():
+    inputs.check(_provider(None), None)  # type: ignore[arg-type]  # only what check reads
