@@ -26,6 +26,7 @@ from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.disruption import DisruptionRefused, Disruptor
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
+from dra_harness.providers import node_changes
 from dra_harness.providers.profiles import by_name
 
 
@@ -212,13 +213,15 @@ def test_a_node_cordoned_before_the_run_is_never_chosen_and_stays_cordoned(small
         disruptor.target_node()
 
 
-def test_restoring_every_node_would_uncordon_the_maintenance_node_without_the_record(small_cluster):
+def test_restoring_every_node_would_uncordon_the_maintenance_node_without_the_record(small_cluster, monkeypatch):
     """Negative control: the maintenance check above fails if restore uncordons what it did not cordon."""
     handle = _fake_daemonset_driver(small_cluster)
     kube = handle.kube
     kube.patch(rest.NODES, "gpu-node-0", {"spec": {"unschedulable": True}})
     disruptor = Disruptor(handle, allowed=True)
-    disruptor.cordoned.add("gpu-node-0")  # the old behaviour: every node named is treated as ours
+    disruptor.cordoned.add("gpu-node-0")  # the old behaviour: every node named is treated as ours,
+    monkeypatch.setattr(node_changes, "uncordon",  # and uncordoned with a blind patch, whatever the node records
+                        lambda kube, node, run_id: kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}}) and None)
     with disruptor.restoring("gpu-node-0"):
         pass
     assert not _cordoned(kube, "gpu-node-0")

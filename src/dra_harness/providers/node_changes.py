@@ -34,8 +34,9 @@ from dra_harness.labels import CORDONED_BY_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-#: The harness's name in managedFields: the writer of its cordons.
-FIELD_MANAGER = "dra-harness"
+#: The cordon's writer in managedFields: its own name, not the client's default (``dra-harness``, from its
+#: User-Agent), so no other write of the harness's passes for it.
+FIELD_MANAGER = "dra-harness-cordon"
 #: Reads and guarded patches per change: a test op fails only when the node changed since its read (a kubelet's
 #: status update), and each retry judges the node afresh.
 ATTEMPTS = 5
