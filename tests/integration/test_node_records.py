@@ -30,14 +30,14 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _wait_for(what: str, probe, timeout: float, every: float = 0.2):
+def _wait_for(what: str, probe, timeout: float, every: float = 0.2, log: Path | None = None):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = probe()
         if value:
             return value
         time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}" + (f":\n{log.read_text()[-3000:]}" if log else ""))
 
 
 def _cordoned(kube: rest.Kube) -> dict[str, str | None]:
@@ -45,16 +45,38 @@ def _cordoned(kube: rest.Kube) -> dict[str, str | None]:
     return {n["metadata"]["name"]: node_changes.cordoned_by(n) for n in kube.list(rest.NODES) if n["spec"].get("unschedulable")}
 
 
+#: A disruptive test whose drain cannot end: a PodDisruptionBudget forbids evicting the one pod on the node.
+_HELD_DRAIN = """
+import pytest
+from dra_harness.kube import rest
+from dra_harness.kube.pods import wait_running
+
+pytestmark = pytest.mark.disruptive
+
+
+def test_a_drain_a_budget_holds(cluster, namespace, disruptor):
+    node = disruptor.target_node()
+    cluster.pod(namespace, "held", node_name=node, labels={"app": "held"})
+    wait_running(cluster.kube, namespace, "held")
+    cluster.kube.create(rest.PDBS, {"metadata": {"name": "held"},
+                                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "held"}}}}, namespace)
+    with disruptor.restoring(node):
+        disruptor.drain(node, timeout=600)
+"""
+
+
 def test_a_node_still_cordoned_after_a_kill_mid_drain_is_uncordoned_by_the_watchdog(small_cluster, tmp_path):
     kube = small_cluster.kube()
     log = tmp_path / "out.log"
+    (tmp_path / "test_held_drain.py").write_text(_HELD_DRAIN)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", str(ROOT / "suites" / "test_node_drain.py"), "-k", "draining_a_node_frees",
-         "--cluster=existing", f"--kubeconfig={small_cluster.kubeconfig}", "--allow-disruptive", "--run-id=killed-drain",
-         "-p", "no:cacheprovider", "-q"],
-        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+        [sys.executable, "-m", "pytest", str(tmp_path / "test_held_drain.py"), "--cluster=existing",
+         f"--kubeconfig={small_cluster.kubeconfig}", "--allow-disruptive", "--run-id=killed-drain", "-p", "no:cacheprovider",
+         "-q"], cwd=tmp_path, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        node = _wait_for("the drain's cordon", lambda: next(iter(_cordoned(kube)), None), 180, every=0.05)
+        node = _wait_for("the drain's cordon", lambda: next(iter(_cordoned(kube)), None), 120, every=0.05, log=log)
+        time.sleep(2)  # mid-drain: its evictions turned away by the budget
+        assert proc.poll() is None, log.read_text()[-3000:]
         os.kill(proc.pid, signal.SIGKILL)  # no restore, no teardown, no sweep of its own: only the watchdog is left
         proc.wait()
         killed_at = time.monotonic()
@@ -106,7 +128,8 @@ def test_a_failed_test_op_is_a_422_and_changes_nothing(small_cluster):
         kube.patch(rest.NODES, "gpu-node-0", [{"op": "test", "path": path, "value": "another-run"},
                                               {"op": "remove", "path": "/spec/unschedulable"}], kind="json")
     assert e.value.status == 422
-    assert kube.get(rest.NODES, "gpu-node-0")["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    after = kube.get(rest.NODES, "gpu-node-0")  # its status moves on (heartbeats); what the patch would change did not
+    assert after["spec"] == before["spec"] and node_changes.cordoned_by(after) == "ours"
 
 
 def test_a_reused_run_id_is_refused_in_one_line_and_touches_nothing(small_cluster):
