@@ -13,6 +13,10 @@ DISRUPTABLE_LABEL = "dra-harness.io/disruptable"
 SIMULATED_NODE_LABEL = "dra-harness.io/contention"
 #: On a real node: the user allows the contention suite's jobs there (with --allow-contention). Only read.
 CONTENTION_ALLOWED_LABEL = "dra-harness.io/contention-allowed"
+#: On a node the run does not own: the run that cordoned it, set in the same patch as the cordon, so the
+#: run's sweep or watchdog can undo it after a kill; removed with the uncordon. An operator who wants the
+#: cordon kept removes it (:mod:`dra_harness.providers.node_changes`).
+CORDONED_BY_ANNOTATION = "dra-harness.io/cordoned-by"
 #: On a node: KWOK (the embedded cluster's, ``=fake``) runs it; only simulated nodes carry it.
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 

@@ -24,9 +24,11 @@ from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hard
 from dra_harness.providers.existing import ExistingProvider
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.checks.disruption import DisruptionRefused, Disruptor
-from dra_harness.kube import rest
+from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
+from dra_harness.providers import node_changes
 from dra_harness.providers.profiles import by_name
+from dra_harness.labels import RUN_LABEL
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess:
@@ -72,10 +74,13 @@ def test_a_drain_blocked_by_a_pdb_is_reported_within_its_deadline(small_cluster)
     handle = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
                            local_hardware(small_cluster.state().spec), by_name("example"))
     kube, ns = handle.kube, "controls"
-    kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
+    kube.create(rest.NAMESPACES, {"metadata": {"name": ns, "labels": {RUN_LABEL: "controls"}}})
+    kube.create(rest.NAMESPACES, {"metadata": {"name": "tenant"}})  # another team's: its pod is never evicted
+    kube.create(rest.PODS, builders.pod("theirs", "tenant", node_name="gpu-node-0"), "tenant")
     handle.template(ns, "gpu")
     handle.pod(ns, "protected", template="gpu", node_name="gpu-node-0", labels={"app": "protected"})
     wait_running(kube, ns, "protected")
+    wait_running(kube, "tenant", "theirs")
     kube.create(rest.PDBS, {"metadata": {"name": "keep-one"},
                             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "protected"}}}}, ns)
     time.sleep(1)  # the disruption controller computes the budget
@@ -84,6 +89,8 @@ def test_a_drain_blocked_by_a_pdb_is_reported_within_its_deadline(small_cluster)
         result = d.drain("gpu-node-0", timeout=5)
     took = time.monotonic() - started
     assert not result.complete and "controls/protected" in result.blocked, result
+    assert result.left_alone == ["tenant/theirs"] and "tenant/theirs" not in result.evicted, result
+    assert kube.get(rest.PODS, "theirs", "tenant")["metadata"].get("deletionTimestamp") is None, "a tenant's pod was evicted"
     assert "disruption budget" in result.blocked["controls/protected"], result.blocked
     assert took < 15, f"a blocked drain took {took:.1f}s"
     assert not kube.get(rest.NODES, "gpu-node-0")["spec"].get("unschedulable"), "the node was left cordoned"
@@ -212,13 +219,15 @@ def test_a_node_cordoned_before_the_run_is_never_chosen_and_stays_cordoned(small
         disruptor.target_node()
 
 
-def test_restoring_every_node_would_uncordon_the_maintenance_node_without_the_record(small_cluster):
+def test_restoring_every_node_would_uncordon_the_maintenance_node_without_the_record(small_cluster, monkeypatch):
     """Negative control: the maintenance check above fails if restore uncordons what it did not cordon."""
     handle = _fake_daemonset_driver(small_cluster)
     kube = handle.kube
     kube.patch(rest.NODES, "gpu-node-0", {"spec": {"unschedulable": True}})
     disruptor = Disruptor(handle, allowed=True)
-    disruptor.cordoned.add("gpu-node-0")  # the old behaviour: every node named is treated as ours
+    disruptor.cordoned.add("gpu-node-0")  # the old behaviour: every node named is treated as ours,
+    monkeypatch.setattr(node_changes, "uncordon",  # and uncordoned with a blind patch, whatever the node records
+                        lambda kube, node, run_id: kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}}) and None)
     with disruptor.restoring("gpu-node-0"):
         pass
     assert not _cordoned(kube, "gpu-node-0")

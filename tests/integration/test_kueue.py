@@ -148,7 +148,7 @@ def test_the_run_sweep_removes_the_queue_designs_kueue_objects_from_a_cluster_th
     """A run killed on a kept cluster (``--cluster-name``) leaves its ResourceFlavor, ClusterQueue and
     WorkloadPriorityClasses behind; the sweep the run's watchdog performs removes exactly those of that run."""
     from dra_harness.labels import RUN_LABEL
-    from dra_harness.providers.handle import sweep_run
+    from dra_harness.providers.sweep import sweep_run
 
     kube = small_cluster.kube()
     run_id, other = f"kq-{uuid.uuid4().hex[:6]}", f"kq-{uuid.uuid4().hex[:6]}"

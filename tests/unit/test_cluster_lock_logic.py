@@ -215,10 +215,12 @@ def test_a_disruptor_stops_at_its_next_step_once_the_lock_is_lost_and_still_rest
     from dra_harness.checks.disruption import Disruptor
     from dra_harness.labels import DISRUPTABLE_LABEL
 
-    patches: list[dict] = []
-    kube = SimpleNamespace(get=lambda res, name: {"metadata": {"labels": {DISRUPTABLE_LABEL: "true"}}, "spec": {}},
-                           patch=lambda res, name, body: patches.append(body["spec"]))
-    cluster = SimpleNamespace(provider=SimpleNamespace(harness_operated=True), kube=kube, controls_driver=True)
+    from dra_harness.kube import rest
+    from tests.unit.fake_cluster import FakeKube
+
+    kube = FakeKube()
+    kube.add(rest.NODES, "n1", labels={DISRUPTABLE_LABEL: "true"})
+    cluster = SimpleNamespace(provider=SimpleNamespace(harness_operated=True), kube=kube, controls_driver=True, run_id="run-a")
     lost: list[str] = []
 
     def guard() -> None:  # what ClusterLock.ensure_held does once the lease is gone
@@ -230,4 +232,5 @@ def test_a_disruptor_stops_at_its_next_step_once_the_lock_is_lost_and_still_rest
         disruptor.cordon("n1")
         lost.append("taken over by run b")
         disruptor.drain("n1")  # stops before evicting anything
-    assert patches == [{"unschedulable": True}, {"unschedulable": False}]  # cordoned, then restored
+    assert [c[0] for c in kube.calls if c[0] == "PATCH"] == ["PATCH", "PATCH"]  # cordoned, then restored
+    assert not kube.node("n1")["spec"].get("unschedulable")

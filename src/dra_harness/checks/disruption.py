@@ -5,7 +5,10 @@ Safety first: an action touches a node only if the node carries
 with ``--allow-disruptive``. With ``dry_run`` every action is recorded and nothing is
 done. :meth:`Disruptor.restoring` undoes what the harness itself did, however the test
 ends, and nothing else: a node someone cordoned for maintenance stays cordoned (and is
-never chosen as a target), and only a driver the harness stopped is started again.
+never chosen as a target), a cordon of the harness's that an operator took over meanwhile
+is left to them, and only a driver the harness stopped is started again. A cordon is
+recorded on the node itself, so a run killed mid-drain has it undone by its sweep or
+watchdog (:mod:`dra_harness.providers.node_changes`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from itertools import pairwise
 
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.kube import rest
+from dra_harness.providers import node_changes
 from dra_harness.kube.pods import pod_ready
-from dra_harness.labels import DISRUPTABLE_LABEL
+from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
 from dra_harness.errors import ClusterError, NotEstablished, Refused
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,8 @@ class DrainResult:
     node: str
     evicted: list[str] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)  # pod -> why (e.g. a PDB)
+    #: Pods on the node that are not this run's (another team's, a mirror pod): never evicted.
+    left_alone: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -245,28 +251,33 @@ class Disruptor:
 
     # -- nodes --------------------------------------------------------------------------------
     def cordon(self, node: str) -> None:
-        """Mark the node unschedulable, remembering it only if it was schedulable before."""
+        """Mark the node unschedulable, with the run's record on it (:mod:`~dra_harness.providers.node_changes`:
+        the sweep and the watchdog undo it after a kill), remembering it only if it was schedulable before."""
         self._still_ours()
         if not self._do(node, "cordon"):
             return
-        if self.cluster.kube.get(rest.NODES, node)["spec"].get("unschedulable"):
+        if not node_changes.cordon(self.cluster.kube, node, self.cluster.run_id):
             self.actions[-1] += " (already cordoned: left as found)"
             return
-        self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": True}})
         self.cordoned.add(node)
 
     def uncordon(self, node: str) -> None:
-        """Undo a cordon of ours; a node cordoned by someone else stays cordoned."""
+        """Undo a cordon of ours that is still ours: a node cordoned by someone else, or taken over by an
+        operator since (uncordoned, or cordoned again), stays as they left it, and the actions say so."""
         if node not in self.cordoned:
             return
         if self._do(node, "uncordon"):
-            self.cluster.kube.patch(rest.NODES, node, {"spec": {"unschedulable": False}})
+            why = node_changes.uncordon(self.cluster.kube, node, self.cluster.run_id)
+            if why:
+                self.actions[-1] += f" (not done: {why})"
+                log.warning("uncordon %s not done: %s", node, why)
         self.cordoned.discard(node)
 
     def drain(self, node: str, timeout: float = 60.0, keep: tuple[str, ...] = ()) -> DrainResult:
-        """Cordon, then evict every pod on the node through the Eviction API (PDBs apply).
+        """Cordon, then evict the run's pods on the node through the Eviction API (PDBs apply).
 
-        Pods owned by a DaemonSet (the driver) and pods named in ``keep`` stay: the
+        Pods of others stay (``left_alone``): on a shared cluster the harness drains only what it
+        put there. Pods owned by a DaemonSet (the driver) and pods named in ``keep`` stay: the
         driver is drained last, by the caller. A pod a PDB protects past ``timeout`` is
         reported in ``blocked`` instead of hanging.
         """
@@ -276,13 +287,18 @@ class Disruptor:
             return result
         kube = self.cluster.kube
         started = time.monotonic()
-        pending = {
-            (p["metadata"]["namespace"], p["metadata"]["name"])
-            for p in kube.list(rest.PODS, field_selector=f"spec.nodeName={node}")
+        ours = {n["metadata"]["name"] for n in kube.list(rest.NAMESPACES, label_selector=f"{RUN_LABEL}={self.cluster.run_id}")}
+        candidates = [
+            p for p in kube.list(rest.PODS, field_selector=f"spec.nodeName={node}")
             if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])
             and p["metadata"]["name"] not in keep
             and p["status"].get("phase") not in ("Succeeded", "Failed")
-        }
+        ]
+        # Only the run's own pods are evicted: another team's workload (or a mirror pod, which kubectl drain
+        # refuses without --force) stays where it runs; the node is cordoned, so nothing new joins it.
+        result.left_alone = sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in candidates
+                                   if p["metadata"]["namespace"] not in ours)
+        pending = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in candidates if p["metadata"]["namespace"] in ours}
         while pending and time.monotonic() - started < timeout:
             for ns, name in sorted(pending):
                 self._still_ours()
@@ -303,7 +319,8 @@ class Disruptor:
             if pending:
                 time.sleep(1)
         result.seconds = time.monotonic() - started
-        log.info("drain %s: %d evicted, %d blocked in %.1fs", node, len(result.evicted), len(result.blocked), result.seconds)
+        log.info("drain %s: %d evicted, %d blocked, %d not the run's left alone in %.1fs", node, len(result.evicted),
+                 len(result.blocked), len(result.left_alone), result.seconds)
         return result
 
     @contextmanager

@@ -44,7 +44,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     from dra_harness.checks import preflight as facts_mod
     from dra_harness.cli.runner import new_run_id
     from dra_harness.plugin import inputs
-    from dra_harness.providers.handle import sweep_run
+    from dra_harness.providers.sweep import sweep_run
     from dra_harness.report.files import write_json
 
     values = {**values, "cluster": "existing"}

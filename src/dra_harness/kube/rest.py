@@ -285,13 +285,17 @@ class Kube:
         kind: str = "merge",
         sub: str | None = None,
         timeout: float = 30.0,
+        field_manager: str | None = None,
     ) -> Obj:
+        """Patch ``name``; ``kind="json"`` takes a JSON patch (a list of ops, ``test`` ops included: one that
+        fails is a 422 and nothing is changed). ``field_manager`` names the writer in the object's managedFields."""
         content = {
             "merge": "application/merge-patch+json",
             "json": "application/json-patch+json",
             "strategic": "application/strategic-merge-patch+json",
         }[kind]
-        return self.request("PATCH", res.path(namespace, name, sub), patch, content_type=content, timeout=timeout)
+        return self.request("PATCH", res.path(namespace, name, sub), patch, content_type=content, timeout=timeout,
+                            params={"fieldManager": field_manager} if field_manager else None)
 
     def delete(
         self,

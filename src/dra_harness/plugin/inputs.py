@@ -17,6 +17,7 @@ from dra_harness.errors import InputError, KubeApiError
 from dra_harness.providers.hardware import load_hardware
 from dra_harness.providers.base import Provider
 from dra_harness.providers.profiles import by_name
+from dra_harness.providers.sweep import refuse_reused_run_id
 
 
 #: Everything :func:`check` raises for bad input (a file, a flag, a kubeconfig, a profile: :class:`InputError`)
@@ -25,7 +26,8 @@ ERRORS = (InputError, KubeApiError)
 
 
 def check(provider: Provider, report_dir: str | None) -> None:
-    """Raise one of :data:`ERRORS` for the first input that cannot work; reach the cluster only when it exists already."""
+    """Raise one of :data:`ERRORS` for the first input that cannot work; reach the cluster only when it exists already
+    (then a run id that objects there carry already is refused: the run would adopt them and sweep them)."""
     if report_dir and Path(report_dir).exists() and not Path(report_dir).is_dir():
         raise InputError(f"--report-dir {report_dir}: is a file, not a directory")
     if provider.options.get("expected_hardware"):
@@ -42,5 +44,8 @@ def check(provider: Provider, report_dir: str | None) -> None:
     if selector and not provider.options.get("kwok_image"):
         raise InputError("--kwok-node-selector: only with --kwok-image (it places the KWOK Deployment's pod)")
     provider.check_inputs()
+    kube = provider.kube_before_run()
+    if kube is not None:  # two runs of one id would share a lock identity and sweep each other's objects
+        refuse_reused_run_id(kube, provider.run_id, provider.options.get("lease_namespace") or "default")
 
 

@@ -35,7 +35,8 @@ from dra_harness.plugin import run_watchdog
 from dra_harness.plugin.scheduler_timings import SchedulerTimings
 from dra_harness import providers
 from dra_harness.providers.base import Provider
-from dra_harness.providers.handle import ClusterHandle, sweep_run
+from dra_harness.providers.handle import ClusterHandle
+from dra_harness.providers.sweep import sweep_run
 from dra_harness.providers.lock import ClusterLock
 from dra_harness.checks import needs as needs_mod
 from dra_harness.checks import preflight as preflight_mod

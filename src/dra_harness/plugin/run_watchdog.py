@@ -2,9 +2,11 @@
 
 Nothing in a process killed with SIGKILL runs, so this small process, started by the
 run's pytest in a session of its own, waits for that pid to go and then does what the
-run's teardown would have: delete every object labelled with the run id from a cluster
-that outlives the run (DeviceTaintRules first: a NoExecute rule left behind would evict
-other tenants' pods), and remove the run's private lock directory. A run that ends
+run's teardown would have: undo the run's cordons recorded on nodes (a kill mid-drain
+would leave a node unschedulable for good), delete every object labelled with the run id
+from a cluster that outlives the run (DeviceTaintRules first: a NoExecute rule left behind
+would evict other tenants' pods), retrying what the API server turns away for a moment
+(:func:`dra_harness.providers.sweep.sweep_run`), and remove the run's private lock directory. A run that ends
 normally stops this process after its own cleanup.
 
 Usage: ``python -m dra_harness.plugin.run_watchdog OWNER_PID RUN_ID LOCK_DIR [SWEEP KUBECONFIG CONTEXT LEASE_NAMESPACE]``
@@ -37,7 +39,7 @@ def main(argv: list[str]) -> int:
     while alive(owner):
         time.sleep(0.5)
     if len(argv) > 3:
-        from dra_harness.providers.handle import sweep_run
+        from dra_harness.providers.sweep import sweep_run
         from dra_harness.kube.client import connect
 
         kubeconfig, context, lease_namespace = argv[4] or None, argv[5] or None, argv[6]

@@ -87,6 +87,11 @@ class Provider:
     def check_inputs(self) -> None:
         """Raise a one-line error for an option this provider cannot work with, before anything starts."""
 
+    def kube_before_run(self) -> Kube | None:
+        """API access to the cluster when it is there before the run (a run id must then be new on it,
+        :func:`dra_harness.providers.sweep.refuse_reused_run_id`); None where the run brings its cluster up."""
+        return self.connect() if self.outlives_run else None
+
     def prepare(self, console: Console) -> None:
         """Bring the cluster up before the test session, where its progress shows (a session would hide it)."""
 

@@ -20,12 +20,11 @@ from kubernetes import client
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
-from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.labels import KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, SIMULATED_NODE_LABEL, run_selector
+from dra_harness.kube.waits import watch_until
+from dra_harness.labels import KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
-from dra_harness.providers.lock import LEASES
 from dra_harness.providers.profiles import DriverProfile
 
 if TYPE_CHECKING:
@@ -314,63 +313,3 @@ def grant_namespace_role(kube: Kube, namespace: str, timeout: float = 15.0) -> N
         raise rest.ApiError(403, "Forbidden", f"{user['username']} may not create pods in its own namespace "
                             f"{namespace}: bind the roles in deploy/rbac/dra-harness.yaml ({NAMESPACE_ROLE} "
                             "needs the `bind` grant of role dra-harness)") from None
-
-
-#: Where kubelets, and KWOK for simulated nodes, keep each node's lease (named after the node).
-NODE_LEASE_NAMESPACE = "kube-node-lease"
-
-
-def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:
-    """Delete everything labelled with ``run_id`` (kept namespaces aside) and wait until it is gone.
-
-    Called once per run by the process that owns it (never by an xdist worker, whose
-    session may end while other workers' tests still run). Returns what is still there
-    after ``timeout`` (normally nothing).
-    """
-    deadline = time.monotonic() + timeout
-    selector = run_selector(run_id, include_kept=False)
-    # (kind, namespace) the run may have made, taint rules first: they act on devices until deleted.
-    kinds = [(res, None) for res in cluster_scoped_kinds(kube)[::-1]] + [(LEASES, lease_namespace)]
-    # Simulated nodes the run made (contention), and only those: a real node may carry the run label too.
-    nodes = (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}")
-    for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
-        for obj in _ours(kube, res, namespace, sel):
-            kube.delete(res, obj["metadata"]["name"], namespace)
-            if res is rest.NODES:  # its KWOK's node lease (unlabelled); the garbage collector only takes one it owns
-                try:
-                    kube.delete(LEASES, obj["metadata"]["name"], NODE_LEASE_NAMESPACE)
-                except rest.ApiError as e:
-                    if e.status != 403:  # the lease Role not bound: left to the garbage collector
-                        raise
-    for ns in kube.list(rest.NAMESPACES, label_selector=selector):
-        kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
-    try:
-        watch_until(kube, rest.NAMESPACES, lambda items: not items, timeout,
-                    f"namespaces of run {run_id} to be deleted", label_selector=selector)
-    except WaitError:
-        pass
-
-    def remaining() -> list[str]:
-        left = [f"namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-        for res, namespace, sel in [*((r, n, selector) for r, n in kinds), nodes]:
-            left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
-        if left:
-            raise NotYet(", ".join(left))
-        return left
-
-    # Objects with finalizers (a ClusterQueue until Kueue lets it go) outlive their delete by a moment.
-    try:
-        return until(deadline, 0.5, log, f"objects of run {run_id} to be deleted")(remaining)
-    except NotYet as e:
-        return str(e).split(", ")
-
-
-def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
-    """Objects of ``res`` carrying the run's label; none where we may not list them (then we
-    could not have created any either: the roles grant create only with list)."""
-    try:
-        return kube.list(res, namespace, label_selector=selector)
-    except rest.ApiError as e:
-        if e.status in (403, 404):
-            return []
-        raise

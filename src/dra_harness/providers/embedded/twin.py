@@ -29,7 +29,9 @@ import yaml
 from dra_harness import data
 from dra_harness.kube.types import Obj
 from dra_harness.providers import driver_manifests
-from dra_harness.providers.handle import NAMESPACE_ROLE, NODE_LEASE_NAMESPACE, cluster_scoped_kinds
+from dra_harness.providers.handle import NAMESPACE_ROLE, cluster_scoped_kinds
+from dra_harness.providers import node_changes
+from dra_harness.providers.sweep import NODE_LEASE_NAMESPACE
 from dra_harness.providers.incluster_kwok import SHIPPED_ROLE as KWOK_ROLE
 from dra_harness.providers.lock import LEASES
 from dra_harness.providers.kind.apply import apply_all
@@ -326,4 +328,6 @@ def leftovers(kube: Kube) -> list[str]:
              if (name := o["metadata"]["name"]) not in nodes]
     # Node labels and taints are compared whole by :func:`others`; here only a run's own label.
     left += [f"label {RUN_LABEL} on node {n['metadata']['name']}" for n in kube.list(rest.NODES, label_selector=RUN_LABEL)]
+    left += [f"cordon of run {run} on node {n['metadata']['name']}" for n in kube.list(rest.NODES)
+             if (run := node_changes.cordoned_by(n))]
     return left

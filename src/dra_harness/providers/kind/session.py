@@ -71,6 +71,10 @@ class KindProvider(Provider):
         except provider.KindError as e:
             raise InputError(str(e)) from None
 
+    def kube_before_run(self) -> Kube | None:
+        """A named kind cluster not up yet is brought up by this run: nothing of any run is there."""
+        return self.connect() if self.outlives_run and provider.is_ready(self.cluster_name) else None
+
     def spec(self) -> provider.KindSpec:
         opt = self.options
         return provider.KindSpec(

@@ -1,0 +1,194 @@
+"""Taking a run off a cluster that outlives it, however the run ended; and refusing a run id already in use there.
+
+Why object by object, retrying: the end-of-run sweep (and the watchdog's, after a kill)
+is the last chance to take the run's objects off a shared cluster. An API server under
+load answers 429 to deletes too (:meth:`~dra_harness.kube.rest.Kube.request` retries only
+reads); one being upgraded answers 5xx, or nothing, for a while. The sweep used to stop
+at the first such answer and leave everything after it. Now each list and each delete is
+a step of its own: a step turned away for a moment (429, 5xx, unreachable) is tried
+again in later passes until the deadline, a step refused for good (403) does not stop
+the others, and what is still there at the end is returned, with why where known.
+
+First of all the sweep undoes the run's recorded changes to nodes it does not own (a
+cordon, :mod:`.node_changes`): a node left unschedulable hurts other teams most.
+
+Why refuse a reused run id: two runs with one id share a lock identity and sweep each
+other's objects; a run whose objects are still there (a run going on, or one killed
+whose sweep did not finish) makes its id unusable until they are gone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+from dra_harness.errors import InputError, KubeApiError, one_line
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.waits import WaitError, watch_until
+from dra_harness.labels import SIMULATED_NODE_LABEL, run_selector
+from dra_harness.providers import node_changes
+from dra_harness.providers.handle import cluster_scoped_kinds
+from dra_harness.providers.lock import LEASES
+from dra_harness.retrying import NotYet, until
+
+log = logging.getLogger(__name__)
+
+#: Where kubelets, and KWOK for simulated nodes, keep each node's lease (named after the node).
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+#: The longest pause between passes over steps turned away for a moment.
+MAX_PAUSE_S = 5.0
+
+Step = tuple[str, Callable[[], object]]  # (what it does, for the report; the call)
+
+
+def transient(error: BaseException) -> bool:
+    """An answer that may be different in a moment: too many requests, a server error, no answer at all."""
+    return isinstance(error, rest.Unreachable) or (isinstance(error, rest.ApiError) and
+                                                   (error.status == 429 or error.status >= 500))
+
+
+def settle(steps: list[Step], deadline: float) -> dict[str, str]:
+    """Run every step once, in order; then, in passes with growing pauses, again those turned away for a moment,
+    until none is left or ``deadline`` (``time.monotonic()``). Returns what each step not done last met."""
+    pending = list(steps)
+    failed: dict[str, str] = {}
+    pause = 0.5
+    while True:
+        for what, step in list(pending):
+            try:
+                step()
+            except (rest.ApiError, rest.Unreachable) as e:
+                failed[what] = one_line(e)
+                if transient(e):
+                    continue
+            else:
+                failed.pop(what, None)
+            pending.remove((what, step))
+        if not pending or time.monotonic() + pause > deadline:
+            return failed
+        log.info("%d step(s) turned away for a moment (%s: %s); again in %.1fs", len(pending),
+                 pending[0][0], failed[pending[0][0]], pause)
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE_S)
+
+
+def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: str = "default") -> list[str]:
+    """Undo the run's recorded node changes and delete everything labelled with ``run_id`` (kept namespaces
+    aside), then wait until it is gone.
+
+    Called once per run by the process that owns it (never by an xdist worker, whose
+    session may end while other workers' tests still run), or by its watchdog. Returns
+    what is still there after ``timeout``, each with why where a step failed (normally
+    nothing); a node an operator took over is left to them and logged, not returned.
+    """
+    deadline = time.monotonic() + timeout
+    selector = run_selector(run_id, include_kept=False)
+    found: list[Step] = []
+
+    def listing(res: rest.Resource, namespace: str | None, sel: str) -> Step:
+        return f"list {res.kind}", lambda: found.extend(
+            (f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
+            for o in _ours(kube, res, namespace, sel))
+
+    lists = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
+             *(listing(res, namespace, sel) for res, namespace, sel in _kinds(kube, selector, lease_namespace)),
+             listing(rest.NAMESPACES, None, selector)]
+    failed = settle(lists, deadline)
+    failed |= settle(found, deadline)
+    try:
+        watch_until(kube, rest.NAMESPACES, lambda items: not items, max(0.0, deadline - time.monotonic()),
+                    f"namespaces of run {run_id} to be deleted", label_selector=selector)
+    except (WaitError, KubeApiError):
+        pass  # what is left is told below
+
+    unreadable: list[str] = []
+
+    def remaining() -> list[str]:
+        unreadable.clear()
+        try:
+            left = _present(kube, selector, lease_namespace)
+        except (rest.ApiError, rest.Unreachable) as e:
+            if not transient(e):
+                raise
+            unreadable.append(one_line(e))
+            raise NotYet(one_line(e)) from e
+        if left:
+            raise NotYet(", ".join(left))
+        return left
+
+    # Objects with finalizers (a ClusterQueue until Kueue lets it go) outlive their delete by a moment.
+    try:
+        left = until(deadline, 0.5, log, f"objects of run {run_id} to be deleted")(remaining)
+    except NotYet as e:
+        left = [f"? (could not list what is left: {unreadable[0]})"] if unreadable else str(e).split(", ")
+    except (rest.ApiError, rest.Unreachable) as e:
+        left = [f"? (could not list what is left: {one_line(e)})"]
+    return ([f"{what} ({failed[what]})" if what in failed else what for what in left]
+            + [f"{what} ({why})" for what, why in failed.items() if what.startswith("uncordon ")])
+
+
+def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "default") -> None:
+    """Raise :class:`InputError` when objects of ``run_id`` (kept namespaces, Leases and node records included)
+    are on the cluster already: then a run of that id is going on, or one left them behind."""
+    found = _present(kube, run_selector(run_id), lease_namespace)
+    found += [f"Node/{n['metadata']['name']} (cordoned)" for n in kube.list(rest.NODES)
+              if node_changes.cordoned_by(n) == run_id]
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise InputError(f"--run-id {run_id}: this cluster already holds objects of a run with that id ({shown}); "
+                         "give this run another id, or delete them first")
+
+
+def _kinds(kube: Kube, selector: str, lease_namespace: str) -> list[tuple[rest.Resource, str | None, str]]:
+    """(kind, namespace, selector) the run may have made outside its namespaces, in the order they are deleted:
+    taint rules first (they act on devices until deleted), the run's Leases, then the simulated nodes it made,
+    and only those: a real node may carry the run label too."""
+    return [*((res, None, selector) for res in cluster_scoped_kinds(kube)[::-1]), (LEASES, lease_namespace, selector),
+            (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}")]
+
+
+def _present(kube: Kube, selector: str, lease_namespace: str) -> list[str]:
+    left = [f"Namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
+    for res, namespace, sel in _kinds(kube, selector, lease_namespace):
+        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
+    return left
+
+
+def _uncordoning(kube: Kube, run_id: str) -> list[Step]:
+    """A step per node whose record names ``run_id``: its guarded uncordon."""
+    def undo(name: str) -> None:
+        why = node_changes.uncordon(kube, name, run_id)
+        if why:
+            log.warning("left node %s as it is: %s", name, why)
+        else:
+            log.info("uncordoned node %s, cordoned by run %s", name, run_id)
+
+    names = [n["metadata"]["name"] for n in kube.list(rest.NODES) if node_changes.cordoned_by(n) == run_id]
+    return [(f"uncordon Node/{name}", functools.partial(undo, name)) for name in names]
+
+
+def _deleting(kube: Kube, res: rest.Resource, name: str, namespace: str | None) -> Callable[[], None]:
+    def delete() -> None:
+        kube.delete(res, name, namespace)
+        if res is rest.NODES:  # its KWOK's node lease (unlabelled); the garbage collector only takes one it owns
+            try:
+                kube.delete(LEASES, name, NODE_LEASE_NAMESPACE)
+            except rest.ApiError as e:
+                if e.status != 403:  # the lease Role not bound: left to the garbage collector
+                    raise
+    return delete
+
+
+def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
+    """Objects of ``res`` carrying the run's label; none where we may not list them (then we
+    could not have created any either: the roles grant create only with list)."""
+    try:
+        return kube.list(res, namespace, label_selector=selector)
+    except rest.ApiError as e:
+        if e.status in (403, 404):
+            return []
+        raise
+
