@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dra_harness.errors import NotEstablished
 from dra_harness.checks import needs
 from dra_harness.kube import rest
 from dra_harness.kube.pods import (
@@ -56,15 +57,26 @@ def _taint(cluster, res, name: str, device: tuple[str, str, str], effect: str) -
     })
 
 
+def _free_index(cluster, preflight, node: str) -> int:
+    """The lowest index of a device on ``node`` that no other workload holds (a tenant's device is not ours to taint)."""
+    held = set(preflight.nodes[node].held_by_others) if node in preflight.nodes else set()
+    free = sorted(cluster.profile.device_attribute(v["device"], "index") for k, v in cluster.published().items()
+                  if v["node"] == node and k[2] not in held)
+    if not free:
+        raise NotEstablished(f"every device of {node} is held by another workload")
+    return free[0]
+
+
 def _just(cluster, index: int, **kw) -> dict:
     return cluster.request(selectors=[f"{cluster.profile.cel_attribute('index')} == {index}"], **kw)
 
 
-def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, namespace, disruptor, taint_rules, evidence):
+def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     node = disruptor.target_node()
-    device = _device(cluster, node, 0)
+    index = _free_index(cluster, preflight, node)
+    device = _device(cluster, node, index)
     _taint(cluster, taint_rules, f"{namespace}-noschedule", device, "NoSchedule")
-    cluster.template(namespace, "that-device", _just(cluster, 0))
+    cluster.template(namespace, "that-device", _just(cluster, index))
     cluster.pod(namespace, "kept-off", template="that-device", node_name=node)
     pod = wait_unschedulable(cluster.kube, namespace, "kept-off", timeout=60)
     message = condition(pod, "PodScheduled")["message"]
@@ -73,10 +85,10 @@ def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, namespace,
     wait_running(cluster.kube, namespace, "kept-off", timeout=60)  # and it is the taint that kept it off
 
 
-def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, namespace, disruptor, taint_rules, evidence):
+def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     kube = cluster.kube
     node = disruptor.target_node()
-    cluster.template(namespace, "that-device", _just(cluster, 1))
+    cluster.template(namespace, "that-device", _just(cluster, _free_index(cluster, preflight, node)))
     cluster.pod(namespace, "victim", template="that-device", node_name=node)
     pod = wait_running(kube, namespace, "victim")
     device = allocated_devices(pod_claims(kube, pod)["gpu"])[0]
@@ -89,12 +101,13 @@ def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, namespace,
     assert (cond or {}).get("reason") == "DeletionByDeviceTaintManager", cond
 
 
-def test_a_toleration_in_the_claim_request_lets_a_pod_through(cluster, namespace, disruptor, taint_rules, evidence):
+def test_a_toleration_in_the_claim_request_lets_a_pod_through(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     node = disruptor.target_node()
-    device = _device(cluster, node, 2)
+    index = _free_index(cluster, preflight, node)
+    device = _device(cluster, node, index)
     _taint(cluster, taint_rules, f"{namespace}-tolerated", device, "NoSchedule")
     toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-    cluster.template(namespace, "tolerating", _just(cluster, 2, tolerations=[toleration]))
+    cluster.template(namespace, "tolerating", _just(cluster, index, tolerations=[toleration]))
     cluster.pod(namespace, "tolerant", template="tolerating", node_name=node)
     pod = wait_running(cluster.kube, namespace, "tolerant", timeout=60)
     got = allocated_devices(pod_claims(cluster.kube, pod)["gpu"])
