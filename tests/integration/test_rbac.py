@@ -23,7 +23,7 @@ from dra_harness.providers.kind.apply import apply_all, resource_for
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import wait_for_deletion
-from dra_harness.labels import RUN_LABEL
+from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
 
 ROLES = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "dra-harness.yaml"
 _RBAC = "rbac.authorization.k8s.io"
@@ -59,6 +59,7 @@ NEVER = [
     ("deletecollection", "", "pods", "", "any"), ("delete", "coordination.k8s.io", "leases", "", "kube-system"),
     ("delete", "", "nodes", "", ""), ("delete", "resource.k8s.io", "resourceslices", "", ""),
     ("create", "", "secrets", "", "any"), ("get", "", "secrets", "", "kube-system"),
+    ("list", "", "configmaps", "", "any"),  # never read beyond its own namespaces
 ]
 
 
@@ -316,3 +317,31 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
         kube.delete(BINDINGS, f"{everyday_ns}-contention")
         kube.delete(NS_BINDINGS, f"{everyday_ns}-node-leases"[:63], "kube-node-lease")
         kube.delete(rest.NAMESPACES, tenant)
+
+
+def test_the_policy_keeps_a_cordon_to_labelled_nodes_and_no_harness_namespace_privileged(cluster, bound, tmp_path):
+    """A node patch only where the user labelled the node disruptable (and the label stays), and no PodSecurity
+    ``privileged`` label on a namespace of the harness: both server-side dry runs, so nothing changes."""
+    kube, _, disruptor_ns = bound
+    sa = connect(str(_token_kubeconfig(kube, Path(cluster.kubeconfig), disruptor_ns, tmp_path / "sa")[0]))
+    dry, merge = {"dryRun": "All"}, "application/merge-patch+json"
+    unlabelled = f"{disruptor_ns}-plain"[:63]  # a node object only: nothing runs it
+    kube.create(rest.NODES, {"metadata": {"name": unlabelled}})
+    labelled = next(n["metadata"]["name"] for n in kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true"))
+    cordon = {"spec": {"unschedulable": True}}
+    privileged = {"pod-security.kubernetes.io/enforce": "privileged"}
+    try:
+        _policy_in_force(sa, "kube-system")
+        _denied_by_policy(lambda: sa.request("PATCH", rest.NODES.path(None, unlabelled), cordon, params=dry, content_type=merge))
+        _denied_by_policy(lambda: sa.request("PATCH", rest.NODES.path(None, labelled),
+                                             {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}}, params=dry, content_type=merge))
+        _denied_by_policy(lambda: sa.request("POST", rest.NAMESPACES.path(), {"metadata": {
+            "name": f"{disruptor_ns}-p"[:63], "labels": {RUN_LABEL: cluster.run_id, **privileged}}}, params=dry))
+        _denied_by_policy(lambda: sa.request("PATCH", rest.NAMESPACES.path(None, disruptor_ns),
+                                             {"metadata": {"labels": privileged}}, params=dry, content_type=merge))
+        # Negative control: the cordon of a labelled node and a baseline level on our namespace go through.
+        sa.request("PATCH", rest.NODES.path(None, labelled), cordon, params=dry, content_type=merge)
+        sa.request("PATCH", rest.NAMESPACES.path(None, disruptor_ns),
+                   {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}, params=dry, content_type=merge)
+    finally:
+        kube.delete(rest.NODES, unlabelled)
