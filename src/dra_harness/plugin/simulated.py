@@ -57,7 +57,7 @@ def run_kwok(config: pytest.Config, cluster, nodes: int, tag: str, what: str) ->
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
     # Its log goes in the run's private directory, which the watchdog of a killed run removes.
     run_dir = os.environ.get("DRA_HARNESS_LOCK_DIR")
-    return simulated_nodes.LocalKwok(kubeconfig, tag, Path(run_dir) if run_dir else None).start()
+    return simulated_nodes.LocalKwok(kubeconfig, tag, cluster.run_id, Path(run_dir) if run_dir else None).start()
 
 
 @contextmanager
