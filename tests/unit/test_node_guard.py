@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,7 @@ from dra_harness.contention.topology import Topology
 from dra_harness.errors import Refused
 from dra_harness.kube import builders
 from dra_harness.labels import RUN_LABEL
+from dra_harness.plugin import simulated
 from dra_harness.providers import node_guard
 from dra_harness.topology.fleet import TopologyFleet
 
@@ -117,3 +119,13 @@ def test_the_check_refuses_in_one_line_naming_each_and_counting_past_ten():
     text = str(e.value)
     assert "\n" not in text and "tenant/agent-0 " in text and "tenant/agent-9 " in text and "and 2 more" in text
     node_guard.check(_Kube([]), [NODE], "run1")  # type: ignore[arg-type]
+
+
+def test_a_run_refused_by_the_preflight_starts_no_kwok_and_adds_no_node(monkeypatch):
+    options = {"--allow-contention": True, "--simulated-nodes": 4, "--kwok-image": None, "--kubeconfig": "/k",
+               "--context": None, "--kwok-node-selector": None}
+    config = SimpleNamespace(getoption=options.__getitem__)
+    cluster = SimpleNamespace(kube=_Kube([_ds("log-shipper", tolerations=ALL)]), run_id="run1")
+    monkeypatch.setattr(simulated.simulated_nodes.LocalKwok, "start", lambda self: pytest.fail("KWOK started"))
+    with pytest.raises(Refused, match="tenant/log-shipper"):
+        simulated.run_kwok(config, cluster, [NODE], "t1", "the topology suite")  # type: ignore[arg-type]
