@@ -13,7 +13,8 @@ its status counts one pod more than is available and its rolling update stalls u
 gone: what the preflight (:mod:`dra_harness.providers.node_guard`), which names it and not
 ``node-agent``, refuses to cause. Negative control: KWOK with the shipped stages (those before this
 change, which the embedded cluster's own KWOK still plays) marks the tenant's DaemonSet pod Ready
-and its Job Succeeded, though nothing ran.
+and its Job Succeeded, though nothing ran. With only deploy/rbac's roles, the run's KWOK may not
+write a tenant's pod status: the pod stays Pending there, never faked.
 """
 
 from __future__ import annotations
@@ -21,18 +22,23 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+from dra_harness.contention.scenario import load
+from dra_harness.contention.topology import Topology
 from dra_harness.errors import Refused
 from dra_harness.kube import rest
 from dra_harness.kube.waits import WaitTimeout, wait_for_object, watch_until
 from dra_harness.providers import kwok_stages, node_guard
+from dra_harness.providers.embedded import twin
 from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
 from dra_harness.providers.simulated_nodes import LocalKwok
 from dra_harness.topology.fleet import TopologyFleet
 
 pytestmark = pytest.mark.cluster
+SMALL = Path(__file__).resolve().parents[2] / "suites" / "contention-small.yaml"
 TENANT = "tenant-a"
 PAUSE = "registry.k8s.io/pause:3.10"
 ALL = [{"operator": "Exists"}]
@@ -190,3 +196,43 @@ def test_a_runs_kwok_fails_tenants_pods_at_once_and_the_preflight_names_the_daem
                            lambda d: d.get("status", {}).get("desiredNumberScheduled") == 2, 30,
                            "log-shipper to stop counting the simulated node", TENANT)
     print(f"after the node went: log-shipper {_counts(gone)}; test {time.monotonic() - started:.1f}s")
+
+
+def test_under_least_privilege_a_tenants_pod_on_the_simulated_node_stays_pending_and_is_never_faked(shared, tmp_path):
+    """deploy/rbac's roles let a local KWOK write pod status only in the run's own namespaces: it may not mark a
+    tenant's pod Failed either, so the pod stays Pending, bound to the simulated node, until the node goes."""
+    started = time.monotonic()
+    kube = shared.kube()
+    sa = twin.serviceaccount_kubeconfig(kube, shared.kubeconfig, tmp_path / "sa-kubeconfig", contention=True,
+                                       disruptive=False, driver_namespace=None)
+    run_id = f"sa{uuid.uuid4().hex[:6]}"
+    topo = Topology(kube, load(SMALL), run_id)  # ctn-* nodes: the names whose Leases the policy lets the run's KWOK write
+    kwok = LocalKwok(str(sa), topo.tag, run_id).start()
+    topo.kwok = kwok.annotation
+    seen: dict[str, set[str]] = {}
+
+    def record(pods: list[dict]) -> bool:
+        for p in pods:
+            seen.setdefault(p["metadata"]["name"], set()).add(p.get("status", {}).get("phase") or "none")
+        return False
+
+    try:
+        topo.create(timeout=30)
+        _job(kube, "batch-sa", topo.nodes[0])
+        try:
+            watch_until(kube, rest.PODS, record, STALL_WINDOW_S, "the window to end", namespace=TENANT,
+                        field_selector=f"spec.nodeName={topo.nodes[0]}", environment=False)
+        except WaitTimeout:
+            pass
+        job = kube.get(rest.JOBS, "batch-sa", TENANT)
+        log = kwok.log_file.read_text(errors="replace") if kwok.log_file else ""
+    finally:
+        kube.delete(rest.JOBS, "batch-sa", TENANT, propagation="Background")
+        topo.delete()
+        kwok.stop()
+    forbidden = sum("forbidden" in line.lower() for line in log.splitlines())
+    print(f"least privilege: tenant pods on the simulated node {seen}; job {job.get('status')}; "
+          f"{forbidden} forbidden lines in KWOK's log; {time.monotonic() - started:.1f}s")
+    assert any(name.startswith("batch-sa") for name in seen), seen
+    assert all(states == {"Pending"} for states in seen.values()), seen
+    assert not job["status"].get("succeeded") and not job["status"].get("failed"), job["status"]

@@ -14,7 +14,9 @@ in-cluster Deployment) gets these stages instead, rendered for its run id:
 - any other pod bound to a simulated node is marked ``Failed`` at once, reason
   :data:`FOREIGN_REASON`, with a Warning event naming the run: its owner sees the failure rather
   than a success that never happened (a Job counts it against its backoffLimit; a DaemonSet deletes
-  it and tries again, backing off up to 15 min). Nothing on the node side can keep a pod that
+  it and tries again, backing off up to 15 min). That needs the right to write that pod's status: a
+  local KWOK with only deploy/rbac's roles may write it in the run's own namespaces only, so there a
+  tenant's pod stays Pending, bound to the node, until the node goes: never faked either. Nothing on the node side can keep a pod that
   tolerates every taint off a node (see :mod:`dra_harness.providers.node_guard` for what can be kept
   off, and for the preflight that refuses to add nodes where a tenant would be hurt anyway);
 - a pod whose owner deleted it is still removed (the ``pod-delete`` stage, for every pod): that is
