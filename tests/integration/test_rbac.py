@@ -36,6 +36,7 @@ EVERYDAY = [
     ("create", "", "namespaces", "", ""), ("delete", "", "namespaces", "", ""), ("patch", "", "namespaces", "", ""),
     ("watch", "", "namespaces", "", ""), ("list", "", "pods", "", "any"), ("list", "", "events", "", "any"),
     ("get", "", "serviceaccounts", "", "any"), ("list", "", "nodes", "", ""), ("list", "apps", "daemonsets", "", "any"),
+    ("list", "apps", "deployments", "", "any"),  # the simulated-nodes preflight reads tenants' templates
     ("create", "scheduling.k8s.io", "priorityclasses", "", ""), ("list", "resource.k8s.io", "resourceclaims", "", "any"),
     ("watch", "resource.k8s.io", "resourceslices", "", ""), ("get", "resource.k8s.io", "deviceclasses", "", ""),
     ("create", _RBAC, "rolebindings", "", "any"), ("create", "coordination.k8s.io", "leases", "", "default"),

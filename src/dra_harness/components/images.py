@@ -84,7 +84,8 @@ def driver_image(plugin: Path, version: str = catalog.EXAMPLE_DRIVER_VERSION) ->
 
 
 KWOK_IMAGE = f"dra-harness.local/kwok:v{catalog.KWOK.version}"
-#: Where the stages are in KWOK's image (``--config``).
+#: Where the shipped stages are in KWOK's image. A run's KWOK does not read them: it gets stages limited
+#: to the run's pods from a ConfigMap (:mod:`dra_harness.providers.incluster_kwok`); they are a KWOK's default.
 KWOK_STAGES = "/etc/kwok/stages.yaml"
 
 

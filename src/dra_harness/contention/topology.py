@@ -17,8 +17,11 @@ Designs are DeviceClasses over one set of devices, selected by published attribu
   driver instances: the allocator sees the same thing (disjoint device sets per class),
   and it is what a real cluster does with a node-group label copied into an attribute.
 
-Nodes carry a NoSchedule taint of the run, so no other test's pod lands on them. On a cluster
-we did not create they are annotated for the run's own KWOK (:mod:`dra_harness.providers.simulated_nodes`).
+Nodes carry a NoSchedule taint of the run, so no other test's pod lands on them, and no hostname or
+OS label (:func:`dra_harness.kube.builders.simulated_node` says why). On a cluster we did not create
+they are annotated for the run's own KWOK (:mod:`dra_harness.providers.simulated_nodes`), which fails
+at once any pod that is not the run's, and :mod:`dra_harness.providers.node_guard` first refuses
+where a tenant's tolerate-all DaemonSet would land on them anyway.
 """
 
 from __future__ import annotations
@@ -79,18 +82,18 @@ class Topology:
     def toleration(self) -> dict:
         return {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
+    def node_body(self, node: str) -> Obj:
+        labels = {RUN_LABEL: self.run_id, NODE_LABEL: self.tag, GROUP_LABEL: self.node_group[node]}
+        return builders.simulated_node(node, labels, {"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}, self.kwok)
+
+    def node_bodies(self) -> list[Obj]:
+        return [self.node_body(n) for n in self.nodes]
+
     # -- create / delete --------------------------------------------------------
     def create(self, timeout: float = 120.0) -> None:
         labels = {RUN_LABEL: self.run_id, NODE_LABEL: self.tag}
-        for node, group in self.node_group.items():
-            self.kube.create(rest.NODES, {
-                "metadata": {
-                    "name": node,
-                    "annotations": {self.kwok[0]: self.kwok[1]},
-                    "labels": {**labels, GROUP_LABEL: group, "kubernetes.io/hostname": node, "type": "kwok"},
-                },
-                "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]},
-            })
+        for node in self.node_group:
+            self.kube.create(rest.NODES, self.node_body(node))
             devices = [d for d in self.devices if d.node == node]
             self.kube.create(rest.RESOURCE_SLICES, {
                 "metadata": {"name": f"{node}-{DRIVER}", "labels": labels},

@@ -124,3 +124,14 @@ def pod(
         spec["nodeSelector"] = {"kubernetes.io/hostname": node_name}
     annotations = {RUN_DURATION_ANNOTATION: run_duration} if run_duration else {}
     return {"metadata": meta(name, run_id, labels, annotations=annotations), "spec": spec}
+
+
+def simulated_node(name: str, labels: dict[str, str], taint: Obj, kwok: tuple[str, str]) -> Obj:
+    """A simulated (KWOK) node a run adds, tainted ``taint`` and handed to the KWOK annotated ``kwok``.
+
+    Its labels are the run's and ``type=kwok``, deliberately without a kubelet's ``kubernetes.io/hostname``
+    and ``kubernetes.io/os``: a tenant's topology spread on the hostname then does not count the node as an
+    empty domain, and the many DaemonSets that select ``kubernetes.io/os=linux`` (kube-proxy, CNI agents,
+    node exporters) put no pod on it. Nothing the harness schedules there selects on either label."""
+    return {"metadata": {"name": name, "annotations": {kwok[0]: kwok[1]}, "labels": {**labels, "type": "kwok"}},
+            "spec": {"taints": [taint]}}

@@ -86,6 +86,12 @@ class PartitionCluster:
                 self.kube.delete(res, obj["metadata"]["name"])
 
     # -- bodies ---------------------------------------------------------------------------
+    def node_body(self, node: str) -> Obj:
+        return builders.simulated_node(node, self.labels, {"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}, self.kwok)
+
+    def node_bodies(self) -> list[Obj]:
+        return [self.node_body(n) for n in self.nodes]
+
     def selector(self, profile: str) -> str:
         attrs = f"device.attributes['{DRIVER}']"
         return f"device.driver == '{DRIVER}' && {attrs}.run == '{self.tag}' && {attrs}.profile == '{profile}'"
@@ -96,10 +102,7 @@ class PartitionCluster:
         value = "2" if "double-count" in self.faults else "1"
         parts = [p for p in self.layout.partitions() if not ("no-7g" in self.faults and p.profile == "7g")]
         for n, node in enumerate(self.nodes):
-            out.append({"kind": "Node", "metadata": {
-                "name": node, "annotations": {self.kwok[0]: self.kwok[1]},
-                "labels": {**self.labels, "kubernetes.io/hostname": node, "type": "kwok"}},
-                "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]}})
+            out.append({"kind": "Node", **self.node_body(node)})
             mine = [p for p in parts if p.node == n]
             chunks = [mine[i:i + DEVICES_PER_SLICE] for i in range(0, len(mine), DEVICES_PER_SLICE)]
             pool = {"name": node, "generation": 1, "resourceSliceCount": 1 + len(chunks)}

@@ -17,8 +17,9 @@ from typing import Protocol
 
 import pytest
 
+from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError
-from dra_harness.providers import incluster_kwok, simulated_nodes
+from dra_harness.providers import incluster_kwok, node_guard, simulated_nodes
 
 
 class SimulatedObjects(Protocol):
@@ -29,6 +30,7 @@ class SimulatedObjects(Protocol):
 
     def create(self) -> None: ...
     def delete(self) -> None: ...
+    def node_bodies(self) -> list[Obj]: ...
 
 
 class Kwok(Protocol):
@@ -40,14 +42,17 @@ class Kwok(Protocol):
     def stop(self) -> None: ...
 
 
-def run_kwok(config: pytest.Config, cluster, nodes: int, tag: str, what: str) -> Kwok:
-    """A started KWOK for ``nodes`` nodes annotated with ``tag``; skips the test where not allowed. With
-    ``--kwok-image`` it runs in the cluster as a Deployment, else as a local process."""
+def run_kwok(config: pytest.Config, cluster, bodies: list[Obj], tag: str, what: str) -> Kwok:
+    """A started KWOK for the nodes ``bodies`` (annotated with ``tag``); skips the test where not allowed,
+    and refuses (:class:`~dra_harness.errors.Refused`) where the nodes would hurt another's workload.
+    With ``--kwok-image`` it runs in the cluster as a Deployment, else as a local process."""
+    nodes = len(bodies)
     allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
     if not allowed or most < nodes:
         pytest.skip(f"{what} adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
                     f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
                     f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
+    node_guard.check(cluster.kube, bodies, cluster.run_id)  # before anything is started or added
     if image := config.getoption("--kwok-image"):
         selector = config.getoption("--kwok-node-selector")
         key, _, value = (selector or "").partition("=")
@@ -57,17 +62,17 @@ def run_kwok(config: pytest.Config, cluster, nodes: int, tag: str, what: str) ->
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
     # Its log goes in the run's private directory, which the watchdog of a killed run removes.
     run_dir = os.environ.get("DRA_HARNESS_LOCK_DIR")
-    return simulated_nodes.LocalKwok(kubeconfig, tag, Path(run_dir) if run_dir else None).start()
+    return simulated_nodes.LocalKwok(kubeconfig, tag, cluster.run_id, Path(run_dir) if run_dir else None).start()
 
 
 @contextmanager
-def on_simulated_nodes(config: pytest.Config, cluster, objects: SimulatedObjects, nodes: int, what: str) -> Iterator[None]:
+def on_simulated_nodes(config: pytest.Config, cluster, objects: SimulatedObjects, what: str) -> Iterator[None]:
     """``objects`` created for the body and deleted after it; on a cluster whose provider simulates no nodes,
-    on ``nodes`` nodes of a local KWOK started for them (or the test skips with the flags it needs). When the
+    on its nodes, run by a KWOK started for them (or the test skips with the flags it needs). When the
     nodes never become ready, a KWOK that has exited says why."""
     kwok = None
     if not cluster.provider.simulates_nodes:
-        kwok = run_kwok(config, cluster, nodes, objects.tag, what)
+        kwok = run_kwok(config, cluster, objects.node_bodies(), objects.tag, what)
         objects.kwok = kwok.annotation
     try:
         try:

@@ -9,7 +9,8 @@ harness may create one (an admin), else ``dra-harness-kwok`` from deploy/rbac, w
 role may bind (``bind`` on that role only; the admission policy lets it bind nothing else, to no
 one but a run's KWOK). So a ServiceAccount holding deploy/rbac's roles needs no admin here either.
 It manages exactly the nodes annotated with this run's tag, as the local form does, with the same
-pod stages (they are in its image).
+pod stages: the run's (:mod:`.kwok_stages`, limited to the run's own pods), from a ConfigMap in its
+namespace rather than the image's shipped ones, which would fake every pod on the nodes.
 
 The image: ``dra-harness.local/kwok:v<version>`` (:func:`dra_harness.components.images.kwok_image`),
 built here from KWOK's module; the cluster's nodes must be able to pull it or have it
@@ -27,7 +28,6 @@ import logging
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from dra_harness.components.images import KWOK_STAGES
 from dra_harness.errors import ClusterError, one_line
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
@@ -35,6 +35,7 @@ from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.labels import KWOK_ANNOTATION
+from dra_harness.providers import kwok_stages
 from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.providers.simulated_nodes import ANNOTATION
 
@@ -43,6 +44,8 @@ READY_DEADLINE_S = 120.0
 #: deploy/rbac's copy of :data:`RULES`, bound when the harness may not create a ClusterRole.
 SHIPPED_ROLE = "dra-harness-kwok"
 STOP_DEADLINE_S = 90.0
+#: Where the run's stages (a ConfigMap of the KWOK's name) are mounted in its pod.
+STAGES_DIR = "/etc/kwok-run"
 #: Upstream's ``kwok-controller`` role (kustomize/rbac/role.yaml, v0.8.0) without its kwok.x-k8s.io CRDs.
 RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"]},
@@ -81,12 +84,14 @@ class ClusterKwok:
         return meta
 
     def deployment(self) -> Obj:
-        args = [f"--config={KWOK_STAGES}", f"--manage-nodes-with-annotation-selector={ANNOTATION}={self.tag}",
+        args = [f"--config={STAGES_DIR}/stages.yaml", f"--manage-nodes-with-annotation-selector={ANNOTATION}={self.tag}",
                 "--cidr=10.245.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40",
                 "--server-address=127.0.0.1:0"]
         container: Obj = {"name": "kwok", "image": self.image, "imagePullPolicy": "IfNotPresent", "args": args,
-                          "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
-        pod: Obj = {"serviceAccountName": "default", "containers": [container], "terminationGracePeriodSeconds": 5}
+                          "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                          "volumeMounts": [{"name": "stages", "mountPath": STAGES_DIR, "readOnly": True}]}
+        pod: Obj = {"serviceAccountName": "default", "containers": [container], "terminationGracePeriodSeconds": 5,
+                    "volumes": [{"name": "stages", "configMap": {"name": self.name}}]}
         if self.node_selector:
             pod["nodeSelector"] = dict(self.node_selector)
         # Never on a simulated node: a KWOK there would only pretend to run (KWOK's convention labels them type=kwok).
@@ -105,11 +110,16 @@ class ClusterKwok:
             "strategy": {"type": "Recreate"},
             "template": {"metadata": {"labels": labels}, "spec": pod}}}
 
+    def stages(self) -> Obj:
+        """The ConfigMap of the run's stages, which the pod reads as its ``--config``."""
+        return {"metadata": self._meta(self.name), "data": {"stages.yaml": kwok_stages.for_run(self.run_id)}}
+
     def start(self) -> ClusterKwok:
         kube = self.kube
         kube.create(rest.NAMESPACES, {"metadata": self._meta()})
         try:
             grant_namespace_role(kube, self.name)  # the Deployment is the harness's to create there
+            kube.create(rest.CONFIG_MAPS, self.stages(), self.name)
             self.role = self._role()
             kube.create(rest.CLUSTER_ROLE_BINDINGS, {
                 "metadata": self._meta(),

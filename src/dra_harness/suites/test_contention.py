@@ -111,7 +111,7 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
     if cluster.provider.simulates_nodes or request.config.getoption("--simulated-nodes"):
         topo = Topology(cluster.kube, sc, run_id)
         if not cluster.provider.simulates_nodes:
-            kwok = run_kwok(request.config, cluster, sc.nodes, topo.tag, "contention")
+            kwok = run_kwok(request.config, cluster, topo.node_bodies(), topo.tag, "contention")
             topo.kwok = kwok.annotation
     else:
         if request.node.get_closest_marker("simulated_devices"):

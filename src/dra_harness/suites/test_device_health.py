@@ -40,7 +40,7 @@ HEALTH_KEY = "dra-harness.io/unhealthy"
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id, gpus=2)
-    with on_simulated_nodes(request.config, cluster, fl, 1, "the device health suite"):
+    with on_simulated_nodes(request.config, cluster, fl, "the device health suite"):
         yield fl
 
 

@@ -56,7 +56,7 @@ def result(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[dic
     if request.param not in _RESULTS:
         layout = load(request.param)
         pc = PartitionCluster(cluster.kube, layout, run_id)
-        with on_simulated_nodes(request.config, cluster, pc, layout.nodes, "the partition suite"):
+        with on_simulated_nodes(request.config, cluster, pc, "the partition suite"):
             _RESULTS[request.param] = stream.run(cluster.kube, pc)
     yield _RESULTS[request.param]
 

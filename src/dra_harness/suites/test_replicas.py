@@ -29,7 +29,7 @@ MODELS = ("SIM-A", "SIM-B")
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id, models=MODELS, gpus=2)
-    with on_simulated_nodes(request.config, cluster, fl, len(MODELS), "the replicas suite"):
+    with on_simulated_nodes(request.config, cluster, fl, "the replicas suite"):
         yield fl
 
 

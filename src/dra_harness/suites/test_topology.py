@@ -29,7 +29,7 @@ DRA_REFUSAL = "cannot allocate all claims"
 @pytest.fixture
 def fleet(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[TopologyFleet]:
     fl = TopologyFleet(cluster.kube, run_id)
-    with on_simulated_nodes(request.config, cluster, fl, 1, "the topology suite"):
+    with on_simulated_nodes(request.config, cluster, fl, "the topology suite"):
         yield fl
 
 

@@ -75,13 +75,16 @@ class TopologyFleet:
     def model_class(self, model: str) -> str:
         return f"topo-{self.tag}-{model.lower()}"
 
+    def node_body(self, node: str) -> Obj:
+        return builders.simulated_node(node, self.labels, {"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}, self.kwok)
+
+    def node_bodies(self) -> list[Obj]:
+        return [self.node_body(n) for n in self.nodes]
+
     def create(self, timeout: float = 120.0) -> None:
         run = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].run == '{self.tag}'"
         for node, model in zip(self.nodes, self.models, strict=True):
-            self.kube.create(rest.NODES, {"metadata": {
-                "name": node, "annotations": {self.kwok[0]: self.kwok[1]},
-                "labels": {**self.labels, "kubernetes.io/hostname": node, "type": "kwok"}},
-                "spec": {"taints": [{"key": TAINT_KEY, "value": self.tag, "effect": "NoSchedule"}]}})
+            self.kube.create(rest.NODES, self.node_body(node))
             self.kube.create(rest.RESOURCE_SLICES, {"metadata": {"name": node, "labels": self.labels}, "spec": {
                 "driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                 "devices": [self._device(g, model) for g in range(self.gpus)]}})

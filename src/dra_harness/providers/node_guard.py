@@ -1,0 +1,164 @@
+"""Before a run adds simulated nodes to a cluster it did not build: would another team's workload be hurt by them?
+
+Why: a simulated (KWOK) node is a node to every controller. What the harness can do about that:
+
+- Its NoSchedule taint keeps off every pod that does not tolerate it. A pod that tolerates every
+  taint (a toleration ``operator: Exists`` without a key, as kube-proxy, CNI agents, node exporters
+  and log shippers have) is not kept off by any taint: not by a NoExecute one, nor by
+  ``spec.unschedulable`` (a DaemonSet's pods tolerate ``node.kubernetes.io/unschedulable`` anyway).
+- Its labels are few (:func:`dra_harness.kube.builders.simulated_node`): no ``kubernetes.io/os``,
+  so a DaemonSet that selects ``kubernetes.io/os=linux`` puts no pod there; no
+  ``kubernetes.io/hostname``, so a topology spread on the hostname does not count it as an empty
+  domain (which would leave a tenant's new replicas Pending under ``DoNotSchedule``).
+- A pod of someone else that lands there anyway is marked Failed at once by the run's KWOK
+  (:mod:`dra_harness.providers.kwok_stages`), never faked Running, Ready or Succeeded.
+
+What cannot be prevented: a tolerate-all DaemonSet with no node selection gets a pod per simulated
+node, and that pod is never available. The DaemonSet's status then counts more desired pods than
+available ones (``kubectl rollout status`` waits), its controller deletes the failed pod and makes
+another, backing off up to 15 min, and a rolling update stalls: the unavailable pod uses up
+``maxUnavailable``, so the pods on real nodes are not replaced while the simulated nodes exist. No
+node setting avoids it, so :func:`check` refuses to add the nodes, naming those DaemonSets, as it
+does for a spread constraint that would count them. A tolerate-all pod of another kind (a Job's)
+that the scheduler places on a simulated node fails, visibly, and its owner retries it; a workload
+created after the check is not seen by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dra_harness.errors import Refused
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
+from dra_harness.labels import RUN_LABEL
+
+#: Shown at most; the rest is counted.
+MAX_LISTED = 10
+
+
+def tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
+    """Whether one of ``tolerations`` tolerates ``taint``, as the scheduler and the DaemonSet controller judge it."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if not t.get("key"):
+            if t.get("operator") == "Exists":  # no key, Exists: every taint
+                return True
+            continue
+        if t["key"] != taint.get("key"):
+            continue
+        if t.get("operator") == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _expression(e: Obj, values: dict[str, str]) -> bool:
+    key, op, wanted = e.get("key"), e.get("operator"), e.get("values") or []
+    if op == "In":
+        return key in values and values[key] in wanted
+    if op == "NotIn":
+        return key not in values or values[key] not in wanted
+    if op == "Exists":
+        return key in values
+    if op == "DoesNotExist":
+        return key not in values
+    if op in ("Gt", "Lt") and key in values and wanted:
+        try:
+            have, limit = int(values[key]), int(wanted[0])
+        except ValueError:
+            return False
+        return have > limit if op == "Gt" else have < limit
+    return False
+
+
+def selects(pod_spec: Obj, node: Obj) -> bool:
+    """Whether ``pod_spec``'s nodeSelector and required node affinity admit ``node``."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
+    fields = {"metadata.name": node["metadata"]["name"]}
+    # Terms are ORed; within a term every expression must hold; a term with none selects nothing.
+    return any((term.get("matchExpressions") or term.get("matchFields"))
+               and all(_expression(e, labels) for e in term.get("matchExpressions") or [])
+               and all(_expression(e, fields) for e in term.get("matchFields") or [])
+               for term in terms)
+
+
+def _taints(node: Obj) -> list[Obj]:
+    return [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+
+
+def lands(pod_spec: Obj, node: Obj) -> bool:
+    """Whether a pod of ``pod_spec`` may be placed on ``node``: selected, and every taint tolerated."""
+    tolerations = pod_spec.get("tolerations") or []
+    return selects(pod_spec, node) and all(tolerates(tolerations, t) for t in _taints(node))
+
+
+def counts_as_domain(pod_spec: Obj, node: Obj) -> list[str]:
+    """Topology keys of ``pod_spec``'s ``DoNotSchedule`` spread constraints for which ``node`` is a domain
+    (as kube-scheduler's PodTopologySpread filter counts one: the node has the key, passes the pod's node
+    affinity unless ``nodeAffinityPolicy: Ignore``, and its taints only under ``nodeTaintsPolicy: Honor``)."""
+    labels = node["metadata"].get("labels") or {}
+    out = []
+    for c in pod_spec.get("topologySpreadConstraints") or []:
+        if c.get("whenUnsatisfiable") != "DoNotSchedule" or c.get("topologyKey") not in labels:
+            continue
+        if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not selects(pod_spec, node):
+            continue
+        if c.get("nodeTaintsPolicy", "Ignore") == "Honor" and not all(
+                tolerates(pod_spec.get("tolerations") or [], t) for t in _taints(node)):
+            continue
+        out.append(c["topologyKey"])
+    return out
+
+
+def _ours(obj: Obj, run_id: str) -> bool:
+    return (obj["metadata"].get("labels") or {}).get(RUN_LABEL) == run_id
+
+
+def _name(obj: Obj, kind: str) -> str:
+    return f"{kind} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def hurt(daemonsets: list[Obj], deployments: list[Obj], pods: list[Obj], nodes: list[Obj], run_id: str) -> list[str]:
+    """What adding ``nodes`` would hurt, one phrase each: DaemonSets that would put a pod on one, and
+    workloads whose hostname-style spread would count one as an empty domain. The run's own are left out."""
+    out = []
+    for ds in daemonsets:
+        spec = ds["spec"]["template"]["spec"]
+        if not _ours(ds["spec"]["template"], run_id) and any(lands(spec, n) for n in nodes):
+            out.append(f"{_name(ds, 'DaemonSet')} (tolerates the nodes' taint, selects them)")
+    # Deployments by template (also their future replicas); other pods as they are, named by their owner.
+    owners = [(_name(d, "Deployment"), d["spec"]["template"]) for d in deployments]
+    for p in pods:
+        ref = next(iter(p["metadata"].get("ownerReferences") or []), None)
+        if ref and ref.get("kind") in ("ReplicaSet", "DaemonSet"):
+            continue  # a Deployment's (seen by its template), or a DaemonSet's (above)
+        owner = f"{ref['kind']} {p['metadata'].get('namespace', '')}/{ref['name']}" if ref else _name(p, "Pod")
+        if p.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            owners.append((owner, p))
+    seen = set()
+    for owner, template in owners:
+        keys = [] if _ours(template, run_id) else sorted({k for n in nodes for k in counts_as_domain(template["spec"], n)})
+        if keys and owner not in seen:
+            seen.add(owner)
+            out.append(f"{owner} (DoNotSchedule spread on {', '.join(keys)})")
+    return out
+
+
+def check(kube: Kube, nodes: list[Obj], run_id: str) -> None:
+    """Refuse, in one line naming them, to add ``nodes`` where another's DaemonSet or spread would be hurt."""
+    found = hurt(kube.list(rest.DAEMON_SETS), kube.list(rest.DEPLOYMENTS), kube.list(rest.PODS), nodes, run_id)
+    if found:
+        more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+        raise Refused(f"adding {len(nodes)} simulated node(s) would hurt other workloads that no node setting keeps "
+                      f"clear of them: {'; '.join(found[:MAX_LISTED])}{more}. A tolerate-all DaemonSet gets a pod on each "
+                      "that never runs (its rollout stalls); give it a nodeSelector (e.g. kubernetes.io/os=linux, which "
+                      "simulated nodes lack) or run without --simulated-nodes")
