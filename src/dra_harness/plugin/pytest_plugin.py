@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import json
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
 from dra_harness.report import allocations, failure_evidence, results
 from dra_harness.plugin import inputs
+from dra_harness.plugin import needs_gate as gate
 from dra_harness.plugin import run_watchdog
 from dra_harness.plugin.scheduler_timings import SchedulerTimings
 from dra_harness import providers
@@ -38,10 +38,7 @@ from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.sweep import sweep_run
 from dra_harness.providers.lock import ClusterLock
-from dra_harness.checks import needs as needs_mod
-from dra_harness.checks import preflight as preflight_mod
 from dra_harness.checks.disruption import Disruptor
-from dra_harness.report.files import write_json
 from dra_harness.report.evidence import Evidence
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
@@ -50,6 +47,9 @@ from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.providers.embedded import runtime_dirs
 from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
+
+#: The preflight's fixture and the ``requires`` gate live beside this module (one concept each).
+pytest_plugins = ["dra_harness.plugin.needs_gate"]
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.
@@ -203,7 +203,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     if opt("--driver-daemonset"):
         namespace, _, name = opt("--driver-daemonset").partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
-    facts = _preflight(request.config, handle)
+    facts = gate.preflight_facts(request.config, handle, _lock_path(_run_id(request.config), "preflight"))
     if facts.driver_daemonset and not opt("--driver-daemonset") and handle.driver_pods() is None:
         # The profile's name is a hint; the DaemonSet found serving the driver is what its pods are.
         namespace, _, name = facts.driver_daemonset.partition("/")
@@ -212,38 +212,6 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
                        if not n.simulated and n.published and not n.schedulable},
                     **{n.name: n.image_evidence for n in facts.container_nodes() if n.image == "unusable"}}
     return handle
-
-
-def _preflight(config: pytest.Config, handle: ClusterHandle) -> preflight_mod.Facts:
-    """The preflight's facts, gathered by the first process of the run that asks and read by the others."""
-    run_id = _run_id(config)
-    shared = Path(os.environ[_LOCK_DIR_ENV]) / f"{run_id}.preflight.json"
-    with _locked(run_id, "preflight", fcntl.LOCK_EX):
-        if shared.is_file():
-            return preflight_mod.Facts.from_json(json.loads(shared.read_text()))
-        facts = preflight_mod.collect(handle, config.getoption("--lease-namespace"))
-        write_json(shared, facts.to_json())
-        if config.getoption("--report-dir"):
-            write_json(Path(config.getoption("--report-dir")) / preflight_mod.FILE, facts.to_json())
-    log.info("preflight: %d nodes, %.1fs, errors: %s", len(facts.nodes), facts.seconds, facts.errors or "none")
-    return facts
-
-
-@pytest.fixture(scope="session")
-def preflight(request: pytest.FixtureRequest, cluster: ClusterHandle) -> preflight_mod.Facts:
-    """What this cluster lets us test (:mod:`dra_harness.checks.preflight`); a test reads free capacity here."""
-    return _preflight(request.config, cluster)
-
-
-@pytest.fixture(autouse=True)
-def _requirements(request: pytest.FixtureRequest) -> None:
-    """A check whose ``requires`` need is missing is not established, with the fact, before it creates anything."""
-    wanted = [n for m in request.node.iter_markers("requires") for n in m.args]
-    if not wanted:
-        return
-    why = needs_mod.unmet(request.getfixturevalue("preflight"), wanted)
-    if why:
-        raise NotEstablished(why)
 
 
 _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
