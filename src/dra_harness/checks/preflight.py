@@ -263,9 +263,9 @@ def _images(handle: ClusterHandle, facts: Facts) -> None:
         watch_until(kube, rest.SERVICE_ACCOUNTS, lambda items: bool(items), 15, f"default ServiceAccount in {namespace}",
                     namespace=namespace, field_selector="metadata.name=default")
         facts.admission = _admission(handle, namespace, image)
-        if not facts.admission.get("allowed"):
+        if not facts.admission.get("allowed"):  # a pod admission refuses cannot run anywhere: no container check can
             for n in nodes:
-                n.image, n.image_evidence = "unknown", f"admission refused the probe pod: {facts.admission.get('evidence')}"
+                n.image, n.image_evidence = "unusable", f"admission refused the probe pod: {facts.admission.get('evidence')}"
             return
         for i, n in enumerate(nodes):
             body = _probe_body(f"pull-{i}", handle.run_id, image, n.name)
