@@ -117,9 +117,6 @@ class Facts:
         return [n.name for n in sorted(self.nodes.values(), key=lambda n: (-n.published, n.name))
                 if n.schedulable and n.published and not n.held_by_others]
 
-    def free_on_one_node(self) -> int:
-        return max((n.free for n in self.nodes.values() if n.schedulable), default=0)
-
     def free_total(self) -> int:
         return sum(n.free for n in self.nodes.values() if n.schedulable)
 
@@ -248,7 +245,7 @@ def _images(handle: ClusterHandle, facts: Facts) -> None:
     """One tiny pod per node that runs containers, with the probe image and its shell; stopped at the first
     sign either way. Also what admission does to such a pod in a namespace of ours (a server-side dry run)."""
     image = facts.probe_image = handle.probe_image
-    nodes = [n for n in facts.container_nodes()]
+    nodes = facts.container_nodes()
     if handle.provider.workload_image and image == handle.provider.workload_image:
         for n in nodes:
             n.image, n.image_evidence = "imported by the harness", f"{image} is imported on the harness's own nodes"
@@ -319,14 +316,13 @@ def _admission(handle: ClusterHandle, namespace: str, image: str) -> Obj:
             "evidence": "admitted" + (f"; admission set {added}" if added else " unchanged")}
 
 
-def collect(handle: ClusterHandle, lease_namespace: str = "default", probe_images: bool = True) -> Facts:
+def collect(handle: ClusterHandle, lease_namespace: str = "default") -> Facts:
     """Every fact the needs ask about. A fact that cannot be gathered is said in ``errors``, never guessed."""
     started = time.monotonic()
     facts = Facts(handle.run_id, handle.driver)
     steps = [("nodes and devices", _nodes), ("driver pods", _plugin_pods),
-             ("rights", lambda h, f: _rights(h, f, lease_namespace)), ("device classes", _device_classes)]
-    if probe_images:
-        steps.append(("probe image", _images))
+             ("rights", lambda h, f: _rights(h, f, lease_namespace)), ("device classes", _device_classes),
+             ("probe image", _images)]
     for what, step in steps:
         try:
             step(handle, facts)
