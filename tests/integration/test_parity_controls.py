@@ -4,8 +4,8 @@
   own GPU, and the group check names the group and its two claims;
 - a pod asking for an extended resource no DeviceClass maps: it stays Pending with no claim made;
 - without admin access, a claim for a device another pod holds waits (what admits the admin claim is admin access);
-- without the driver's webhook, the invalid config the webhook check asks about is admitted; with it, the webhook's
-  server is in a network namespace of its own, and the host's only listener for it is on loopback;
+- without the driver's webhook, the invalid config the webhook check asks about is admitted (and the wait for a
+  configuration to take effect ends at its deadline); with it, the webhook's server is in a network namespace of its own, and the host's only listener for it is on loopback;
 - two tests' webhooks at once (xdist workers share a cluster): stopping one leaves the other answering.
 """
 
@@ -14,8 +14,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from dra_harness.checks import config_webhook
 from dra_harness.checks.sharing import group_sharing_problems
+from dra_harness.errors import ClusterError
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
 from dra_harness.providers.embedded import driver_webhook
@@ -83,8 +86,12 @@ def _listening(pid: int, seen_from: int | str) -> set[str]:
 def test_without_the_drivers_webhook_an_invalid_config_is_admitted_and_with_it_nothing_listens_beyond_loopback(handle):
     res, bad = config_webhook.config_object("ResourceClaim", "v1", handle.device_class, handle.driver, "InvalidInterval")
     assert config_webhook.refusal(handle.kube, res, bad, "controls") is None, "admitted with no webhook: the check can fail"
+    # Negative control of the wait for the configuration: with none registered, it never takes effect.
+    with pytest.raises(ClusterError, match="did not take effect within 1 s"):
+        driver_webhook.wait_in_effect(handle.kube, "controls", deadline_s=1)
     name = handle.provider.start_driver_webhook("controls", "controls")
     try:
+        assert driver_webhook.wait_in_effect(handle.kube, "controls", deadline_s=1) < 1  # start waited for it
         assert config_webhook.REFUSAL in (config_webhook.refusal(handle.kube, res, bad, "controls") or "")
         relay = handle.provider.embedded.supervisor.get(driver_webhook.process_name("controls")).pid
         server = int(Path(f"/proc/{relay}/task/{relay}/children").read_text().split()[0])

@@ -10,6 +10,13 @@ covers only the namespace it is started for (a test's), so no other test's claim
 it, and carries the run's label, so a sweep removes it if the run dies first. Each namespace
 gets a process and a certificate of its own: pytest-xdist workers share one cluster, and one
 worker's ``stop`` must not end the webhook another worker's test is calling.
+
+A configuration the API server has stored is not yet one it calls: its informer lags, by
+seconds on a loaded machine, and a claim created meanwhile is admitted unchecked (a false
+FAIL of the refusal check). So the configuration carries a second webhook that refuses one
+marker ConfigMap of the namespace, and ``start`` returns only once a dry run of that marker is
+refused: the API server then calls this configuration's webhooks. The marker never asks the
+driver's webhook anything, so a webhook that admits what it should refuse still fails its check.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.retrying import NotYet, wait_answers
+from dra_harness.retrying import NotYet, until, wait_answers
 
 log = logging.getLogger(__name__)
 PROCESS = "driver-webhook"
@@ -35,6 +42,10 @@ PROCESS = "driver-webhook"
 INNER_PORT = 8443
 PATH = "/validate-resource-claim-parameters"
 READY_DEADLINE_S = 30.0
+#: Labels the marker ConfigMap whose refusal shows the configuration is in effect.
+MARKER_LABEL = "dra-harness.io/webhook-marker"
+#: A path the driver's webhook does not serve: calling it fails, which refuses the marker.
+MARKER_PATH = "/dra-harness-marker"
 
 
 def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu.example.com") -> str:
@@ -64,22 +75,71 @@ def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu
         raise ClusterError(f"the driver's webhook did not answer within {READY_DEADLINE_S:.0f} s; its log: "
                            f"{cluster.supervisor.log_tail(process, 5).strip()[-400:]}") from None
     name = f"{namespace}.{driver}"
-    cluster.kube().create(rest.VALIDATING_WEBHOOK_CONFIGURATIONS, {
+    ca_bundle = base64.b64encode(ca.read_bytes()).decode()
+    kube = cluster.kube()
+    kube.create(rest.VALIDATING_WEBHOOK_CONFIGURATIONS, {
         "metadata": {"name": name, "labels": {RUN_LABEL: run_id}},
-        "webhooks": [{
-            "name": f"{namespace}.{driver}",
-            "clientConfig": {"url": f"https://127.0.0.1:{port}{PATH}", "caBundle": base64.b64encode(ca.read_bytes()).decode()},
-            "rules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1", "v1beta1", "v1beta2"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["resourceclaims", "resourceclaimtemplates"],
-                       "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-        }],
+        "webhooks": [
+            _webhook(f"{namespace}.{driver}", f"https://127.0.0.1:{port}{PATH}", ca_bundle, namespace,
+                     {"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1", "v1beta1", "v1beta2"],
+                      "operations": ["CREATE", "UPDATE"], "resources": ["resourceclaims", "resourceclaimtemplates"],
+                      "scope": "Namespaced"}),
+            {**_webhook(f"marker.{namespace}.{driver}", f"https://127.0.0.1:{port}{MARKER_PATH}", ca_bundle, namespace,
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"],
+                         "scope": "Namespaced"}),
+             "objectSelector": {"matchLabels": {MARKER_LABEL: "true"}}},
+        ],
     })
+    try:
+        wait_in_effect(kube, namespace)
+    except ClusterError:
+        stop(cluster, name)
+        raise
     return name
+
+
+def _webhook(name: str, url: str, ca_bundle: str, namespace: str, rule: dict) -> dict:
+    return {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [rule],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+    }
+
+
+def _marker_refused(kube: rest.Kube, namespace: str) -> bool:
+    """Whether the API server calls the namespace's marker webhook now (a dry run, stored nowhere)."""
+    marker = {"metadata": {"name": "dra-harness-webhook-marker", "labels": {MARKER_LABEL: "true"}}}
+    try:
+        kube.create(rest.CONFIG_MAPS, marker, namespace, dry_run=True)
+    except rest.ApiError as e:
+        if f"marker.{namespace}." in e.message:
+            return True
+        if e.status == 404 or "being terminated" in e.message:  # the namespace is going: nothing of it is called
+            return False
+        raise NotYet(f"the marker's dry run failed otherwise: {e}") from None
+    return False
+
+
+def wait_in_effect(kube: rest.Kube, namespace: str, deadline_s: float = READY_DEADLINE_S, gone: bool = False) -> float:
+    """Until the API server calls the namespace's webhooks (``gone``: until it no longer does).
+    Returns the seconds that took; ClusterError past ``deadline_s``."""
+    started = time.monotonic()
+
+    def settled() -> None:
+        if _marker_refused(kube, namespace) == gone:
+            raise NotYet(f"the API server {'still' if gone else 'does not yet'} call(s) the configuration's webhooks")
+
+    try:
+        until(started + deadline_s, 0.2, log, "the webhook's configuration to take effect")(settled)
+    except NotYet as e:
+        raise ClusterError(f"the driver's webhook configuration did not {'go' if gone else 'take effect'} "
+                           f"within {deadline_s:.0f} s: {e}") from None
+    return time.monotonic() - started
 
 
 def stop(cluster: LocalCluster, name: str) -> None:
@@ -87,6 +147,11 @@ def stop(cluster: LocalCluster, name: str) -> None:
     process = process_name(name.split(".", 1)[0])  # a namespace's name has no dot
     try:
         cluster.kube().delete(rest.VALIDATING_WEBHOOK_CONFIGURATIONS, name)
+        # Until the API server stops calling it, a claim of the namespace would fail on the stopped webhook.
+        try:
+            wait_in_effect(cluster.kube(), name.split(".", 1)[0], deadline_s=10, gone=True)
+        except ClusterError as e:
+            log.warning("%s", e)
     finally:
         cluster.supervisor.stop(process, grace=5)
         identity = PKI(cluster.state_dir / "pki").identity(process)
