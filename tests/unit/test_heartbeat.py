@@ -1,0 +1,104 @@
+"""Without a terminal, long work prints a plain line at least every interval; on a terminal rich draws as before.
+
+rich draws bars and spinners only on a terminal, so a CI log showed nothing for the twelve minutes of a
+cold build. These tests run the heartbeat with a tiny interval: lines at start, while it runs and at
+stop into a file-like stream; none on a terminal (the negative control: rich's display is used there);
+the build's and a contention design's lines say how far they are; and a pytest session in a subprocess
+prints its count of tests done while a slow test runs, outside that test's captured output.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import pytest
+from rich.console import Console
+from rich.status import Status
+
+from dra_harness import heartbeat
+
+
+@pytest.fixture(autouse=True)
+def auto_mode(monkeypatch):
+    """Whatever the environment running these tests says, the choice is the stream's (or a test's)."""
+    for name in (heartbeat.MODE_ENV, heartbeat.INTERVAL_ENV, "TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class Timed(io.StringIO):
+    """A stream that remembers when each line was written."""
+
+    def __init__(self, tty: bool = False) -> None:
+        super().__init__()
+        self.tty = tty
+        self.times: list[float] = []
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            self.times.append(time.monotonic())
+            return super().write(text)
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_without_a_terminal_a_heartbeat_prints_at_start_at_least_every_interval_and_at_stop():
+    out = Timed()
+    started = time.monotonic()
+    with heartbeat.Heartbeat(out, "building", interval=0.05) as beat:
+        beat.set(812, 1903, "packages")
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "building (0s)", lines
+    assert lines[-1] == "building: 812/1903 packages (done, 0s)", lines
+    assert len(lines) >= 5 and all(line == "building: 812/1903 packages (0s)" for line in lines[1:-1]), lines
+    gaps = [b - a for a, b in zip([started, *out.times], out.times, strict=False)]
+    assert max(gaps) < 0.05 + 0.5, gaps  # the interval, and slack for a loaded machine's thread wake-ups
+
+
+def test_on_a_terminal_a_heartbeat_prints_nothing_because_rich_draws_there():
+    out = Timed(tty=True)
+    with heartbeat.Heartbeat(out, "building", interval=0.01) as beat:
+        beat.update("1/2 packages", now=True)
+        time.sleep(0.1)
+    assert out.getvalue() == ""
+
+
+def test_progress_off_silences_the_lines_and_plain_forces_them_on_a_terminal(monkeypatch):
+    monkeypatch.setenv(heartbeat.MODE_ENV, "off")
+    off = Timed()
+    with heartbeat.Heartbeat(off, "building", interval=0.01):
+        time.sleep(0.05)
+    monkeypatch.setenv(heartbeat.MODE_ENV, "plain")
+    forced = Timed(tty=True)
+    with heartbeat.Heartbeat(forced, "building", interval=10):
+        pass
+    assert off.getvalue() == ""
+    assert forced.getvalue().splitlines() == ["building (0s)", "building (done, 0s)"]
+
+
+def test_a_line_says_elapsed_time_in_seconds_minutes_and_hours():
+    now = [100.0]
+    beat = heartbeat.Heartbeat(io.StringIO(), "suites", clock=lambda: now[0])
+    beat.update("3/40 done")
+    now[0] += 250
+    assert beat.line() == "suites: 3/40 done (4m10s)"
+    assert [heartbeat.duration(s) for s in (0.4, 59, 60, 3599, 3600 * 3 + 5 * 60 + 59)] == ["0s", "59s", "1m00s", "59m59s", "3h05m"]
+
+
+def test_status_is_riches_spinner_on_a_terminal_and_plain_lines_of_each_step_elsewhere():
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    with heartbeat.status(terminal, "bringing up the embedded cluster") as spinner:
+        assert isinstance(spinner, Status)
+    log = Console(file=io.StringIO(), force_terminal=False)
+    with heartbeat.status(log, "bringing up the embedded cluster") as steps:
+        steps.update("starting etcd and kube-apiserver")
+        steps.update("starting etcd and kube-apiserver")  # the same step again: no new line
+    assert log.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
+        "bringing up the embedded cluster (0s)",
+        "bringing up the embedded cluster: starting etcd and kube-apiserver (0s)",
+        "bringing up the embedded cluster: starting etcd and kube-apiserver (done, 0s)",
+    ]
