@@ -12,12 +12,15 @@ from __future__ import annotations
 import io
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 from rich.status import Status
 
 from dra_harness import heartbeat
+from dra_harness.components import build as builder
+from dra_harness.components.catalog import Component
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +105,26 @@ def test_status_is_riches_spinner_on_a_terminal_and_plain_lines_of_each_step_els
         "bringing up the embedded cluster: starting etcd and kube-apiserver (0s)",
         "bringing up the embedded cluster: starting etcd and kube-apiserver (done, 0s)",
     ]
+
+
+def test_build_all_without_a_terminal_prints_packages_built_of_total(monkeypatch, capsys):
+    monkeypatch.setenv(heartbeat.INTERVAL_ENV, "0.05")
+    fake = Component(name="fake", version="1", module="example.test/fake", binaries={"fake": "example.test/fake"})
+    monkeypatch.setattr(builder, "is_cached", lambda c, gover=None: False)
+
+    def build(component, progress=None, module_dir=None):
+        task = progress.add_task(component.dirname, total=None)  # as _build: resolving packages first
+        time.sleep(0.1)
+        progress.update(task, total=10)
+        for _ in range(10):
+            progress.advance(task)
+            time.sleep(0.02)
+        return builder.Built(component, Path("/nonexistent"), 0.3, cached=False)
+
+    monkeypatch.setattr(builder, "build", build)
+    builder.build_all([fake])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("building: ")]
+    assert lines[0] == "building (0s)" or lines[0].startswith("building: fake-v1 0/? packages"), lines
+    assert any(line.startswith("building: fake-v1 0/? packages (") for line in lines), lines
+    assert any(line.startswith("building: fake-v1 ") and "/10 packages (" in line for line in lines), lines
+    assert lines[-1] == "building: fake-v1 10/10 packages (done, 0s)", lines
