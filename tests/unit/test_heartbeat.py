@@ -13,6 +13,7 @@ import io
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -128,3 +129,25 @@ def test_build_all_without_a_terminal_prints_packages_built_of_total(monkeypatch
     assert any(line.startswith("building: fake-v1 0/? packages (") for line in lines), lines
     assert any(line.startswith("building: fake-v1 ") and "/10 packages (" in line for line in lines), lines
     assert lines[-1] == "building: fake-v1 10/10 packages (done, 0s)", lines
+
+
+def test_a_contention_design_without_a_terminal_says_jobs_settled_and_the_scenario_time(monkeypatch, capsys):
+    from dra_harness.cli import contention as cli
+    from dra_harness.contention import runner
+
+    monkeypatch.setenv(heartbeat.INTERVAL_ENV, "0.05")
+
+    def run_design(kube, topo, design, where, version, probe, floor=None, progress=None):
+        time.sleep(0.1)
+        progress(runner.Reached(design, 0, 4, time.time() - 60, 60.0))  # an hour of scenario time in
+        time.sleep(0.1)
+        progress(runner.Reached(design, 3, 4, time.time() - 60, 60.0))
+        time.sleep(0.1)
+        return {}
+
+    monkeypatch.setattr(runner, "run_design", run_design)
+    topo = SimpleNamespace(scenario=SimpleNamespace(name="small", time_compression=60.0, jobs_total=4))
+    cli._run_design(None, topo, "reserved", Path("/nonexistent"), "1.36.3", None, {})  # type: ignore[arg-type]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("small / design reserved at 60x")]
+    assert lines[0].startswith("small / design reserved at 60x: setting up"), lines
+    assert any(line.startswith("small / design reserved at 60x: 3/4 jobs settled, scenario t=1h0") for line in lines), lines
