@@ -10,6 +10,9 @@ prints its count of tests done while a slow test runs, outside that test's captu
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +25,8 @@ from rich.status import Status
 from dra_harness import heartbeat
 from dra_harness.components import build as builder
 from dra_harness.components.catalog import Component
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -151,3 +156,23 @@ def test_a_contention_design_without_a_terminal_says_jobs_settled_and_the_scenar
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("small / design reserved at 60x")]
     assert lines[0].startswith("small / design reserved at 60x: setting up"), lines
     assert any(line.startswith("small / design reserved at 60x: 3/4 jobs settled, scenario t=1h0") for line in lines), lines
+
+
+def test_a_test_session_without_a_terminal_prints_tests_done_of_total_outside_the_tests_captured_output(tmp_path):
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n"
+        "def test_quick():\n    pass\n"
+        "def test_slow_and_failing():\n    print('the test said this')\n    time.sleep(1.0)\n    assert False\n"
+        "def test_after():\n    pass\n"
+    )
+    env = {**os.environ, heartbeat.INTERVAL_ENV: "0.2", "PYTHONPATH": str(ROOT / "src")}
+    env.pop(heartbeat.MODE_ENV, None)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:locust", "test_slow.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    beats = [line for line in out.stdout.splitlines() if line.startswith("tests: ")]
+    assert len(beats) >= 3, out.stdout
+    assert all(line.startswith("tests: 1/3 done, running test_slow.py::test_slow_and_failing for ") for line in beats), out.stdout
+    captured = out.stdout.split("Captured stdout call", 1)[1].split("short test summary", 1)[0]
+    assert "the test said this" in captured and "tests: " not in captured, out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("="), out.stdout  # pytest's summary stays the last line
