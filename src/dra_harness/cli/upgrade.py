@@ -95,6 +95,7 @@ def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_
     started = time.monotonic()
     # Not rich's status: the build inside runner.run draws its own bars, and rich allows one live display.
     beat = heartbeat.Heartbeat(console.file, "upgrade", enabled=heartbeat.plain_console(console))
+    beat.update("building what is not cached")  # runner.run builds both releases' components first
 
     def say(step: str) -> None:
         console.print(f"[dim]{step}[/]", highlight=False)
