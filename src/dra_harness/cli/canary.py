@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dra_harness import heartbeat
 from dra_harness.kube.builders import PAUSE_IMAGE
 from dra_harness.upgrade import canary
 from dra_harness.upgrade.workloads import DEVICE_CLASS
@@ -34,7 +35,7 @@ def canary_group() -> None:
 @click.option("--image", default=PAUSE_IMAGE, show_default=True, help="The canaries' container image (pullable by the nodes).")
 def start(kubeconfig: Path | None, context: str | None, run_dir: Path, device_class: str, image: str) -> None:
     """Create the canaries and record their allocations and container IDs in RUN_DIR."""
-    with console.status("creating canaries: a template claim, a claim shared by two pods, a two-device claim"):
+    with heartbeat.status(console, "creating canaries: a template claim, a claim shared by two pods, a two-device claim"):
         record = canary.start(kubeconfig, context, run_dir, device_class, image)
     pods = record["snapshot"]["pods"]
     console.print(f"canaries running in namespace {record['namespace']}: "

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import click
 from rich.console import Console
 
+from dra_harness import heartbeat
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.kube.rest import Kube
@@ -35,7 +36,7 @@ def embedded_cluster(name: str | None, k8s_version: str, console: Console, prefi
         return
     c = LocalCluster(f"{prefix}-{os.getpid()}")
     builder.build_all(catalog.for_cluster(k8s_version))
-    with console.status(f"starting an embedded cluster (Kubernetes {k8s_version})"):
+    with heartbeat.status(console, f"starting an embedded cluster (Kubernetes {k8s_version})"):
         c.up(ClusterSpec(name=c.name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version, owner_pid=os.getpid()))
     try:
         yield c, c.kube(), k8s_version

@@ -2,7 +2,9 @@
 
 Both bring up a small embedded cluster of their own (the scenario's nodes are added as
 simulated nodes), or attach to a running one with ``--cluster-name``, and write their
-figures and JSON under a run directory.
+figures and JSON under a run directory. Without a terminal the bars and spinners are plain
+lines at least every 15 s (:mod:`dra_harness.heartbeat`): a design's run says the jobs settled
+and the scenario time reached.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from dra_harness import heartbeat
 from dra_harness.cli.common import embedded_cluster, k8s_version_option
 from dra_harness.report import rundir
 from dra_harness.components import catalog
@@ -35,6 +38,7 @@ from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
 from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
 from dra_harness.contention.topology import Topology
+from dra_harness.kube.rest import Kube
 
 console = Console(width=None if Console().is_terminal else 130)
 
@@ -101,22 +105,22 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
         topo = Topology(kube, sc, run_id)
         running_kueue = None
         try:
-            with console.status(f"creating {sc.nodes} simulated nodes x {sc.devices_per_node} devices"):
+            with heartbeat.status(console, f"creating {sc.nodes} simulated nodes x {sc.devices_per_node} devices"):
                 topo.create()
             if "queue" in chosen:
-                with console.status(f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
+                with heartbeat.status(console, f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
                     running_kueue = kueue.start(cluster, kube, queue.device_classes(topo))
             probe_result = None
             if probe and sc.probe.get("enabled", True):
-                with console.status("preemption probe: every device held by low priority, then one high-priority job"):
+                with heartbeat.status(console, "preemption probe: every device held by low priority, then one high-priority job"):
                     probe_result = runner.preemption_probe(kube, topo, low_run_s=seconds(sc.probe.get("low_duration", 20)))
                 console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
                               f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
                               f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
             walls = {}
             for kind in sorted({floor_mod.kind(d) for d in chosen}):
-                with console.status(f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"
-                                    + (" through Kueue" if kind == "queue" else "")):
+                with heartbeat.status(console, f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"
+                                      + (" through Kueue" if kind == "queue" else "")):
                     walls[kind] = floor_mod.measure(kube, topo, design=kind)
             for compression in compressions:
                 topo.scenario = replace(sc, time_compression=compression)
@@ -126,11 +130,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 where = out if compression == sc.time_compression else out.parent / f"contention-at-{compression:g}x"
                 runs.append([])
                 for design in chosen:
-                    with _progress() as bar:
-                        task = bar.add_task(f"{sc.name} / {design} at {compression:g}x: jobs settled", total=sc.jobs_total)
-                        runs[-1].append(runner.run_design(kube, topo, design, where, version, probe_result,
-                                                          floor=floors[floor_mod.kind(design)],
-                                                          progress=lambda d, n, total, task=task: bar.update(task, completed=n)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+                    runs[-1].append(_run_design(kube, topo, design, where, version, probe_result, floors[floor_mod.kind(design)]))
                 print_table(runs[-1])
                 plots.designs(where / f"{sc.name}-designs.png", f"{sc.name}: p95 wait per design at {compression:g}x "
                               f"(k8s {version})", runs[-1])
@@ -148,6 +148,29 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                       + (f"{len(flips)} verdict(s) flipped" if flips else "every established verdict held"), highlight=False)
         if flips:
             sys.exit(1)
+
+
+def _run_design(kube: Kube, topo: Topology, design: str, where: Path, version: str, probe_result: dict | None,
+                floor: dict) -> dict:
+    """One design's run: a bar of jobs settled on a terminal; elsewhere plain lines with the scenario time reached."""
+    sc = topo.scenario
+    seen: list[runner.Reached] = []
+
+    def how_far() -> str:
+        if not seen:
+            return "setting up (namespace, classes, watches)"
+        r = seen[-1]
+        return f"{r.settled}/{r.total} jobs settled, scenario t={heartbeat.duration(r.scenario_s())}"
+
+    with _progress() as bar, heartbeat.Heartbeat(console.file, f"{sc.name} / design {design} at {sc.time_compression:g}x",
+                                                 describe=how_far, enabled=heartbeat.plain_console(console)):
+        task = bar.add_task(f"{sc.name} / {design} at {sc.time_compression:g}x: jobs settled", total=sc.jobs_total)
+
+        def reached(r: runner.Reached) -> None:
+            seen[:] = [r]
+            bar.update(task, completed=r.settled)
+
+        return runner.run_design(kube, topo, design, where, version, probe_result, floor=floor, progress=reached)
 
 
 def print_floor(floor: dict) -> None:
@@ -179,7 +202,7 @@ def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int
         _bench_burst(burst_workload, k8s_version, cluster_name, run_id, out)
         return
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (_, kube, version):
-        with _progress() as bar:
+        with _progress() as bar, heartbeat.follow(bar, "bench allocation"):
             task = bar.add_task(f"{claims} claims at {rate}/s on {nodes} nodes", total=claims)
             result = bench_mod.allocation(kube, run_id, version, rate, nodes, devices_per_node, claims, hold, out,
                                           progress=lambda n: bar.update(task, completed=n))
@@ -197,7 +220,7 @@ def bench_allocation(rate: float, nodes: int, devices_per_node: int, claims: int
 def _bench_burst(workload: str, k8s_version: str, cluster_name: str | None, run_id: str, out: Path) -> None:
     nodes, per_node, init, pods = scheduler_perf.WORK[workload]
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (_, kube, version):
-        with _progress() as bar:
+        with _progress() as bar, heartbeat.follow(bar, "bench burst"):
             task = bar.add_task(f"{pods} pods at once; {nodes} nodes x {per_node} devices, {init} pre-allocated", total=pods)
             result = burst(kube, run_id, version, nodes, per_node, init, pods, out,
                            progress=lambda n: bar.update(task, completed=n))

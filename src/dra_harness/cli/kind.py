@@ -7,6 +7,7 @@ import time
 import click
 from rich.console import Console
 
+from dra_harness import heartbeat
 from dra_harness.cli.common import k8s_version_option
 
 err = Console(stderr=True)
@@ -24,7 +25,7 @@ def build_node_image(k8s_version: str) -> None:
     from dra_harness.providers.kind import engine, nodeimage, provider
 
     started = time.monotonic()
-    with err.status("kind node image") as status:
+    with heartbeat.status(err, "kind node image") as status:
         ours = engine.ensure(say=status.update)
         try:
             image, seconds = nodeimage.ensure(k8s_version, say=status.update)

@@ -40,7 +40,7 @@ def _with_options(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON instead of a table.")
 def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     """Say what this cluster lets the harness test: rights, driver pods, images, admission, free devices."""
-    from dra_harness import lifetime, providers
+    from dra_harness import heartbeat, lifetime, providers
     from dra_harness.checks import preflight as facts_mod
     from dra_harness.cli.runner import new_run_id
     from dra_harness.plugin import inputs
@@ -59,7 +59,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
         namespace, _, name = values["driver_daemonset"].partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
     try:
-        with err.status("asking the cluster what it lets us test"):
+        with heartbeat.status(err, "asking the cluster what it lets us test"):
             facts = facts_mod.collect(handle, values.get("lease_namespace") or "default")
     finally:
         with lifetime.cleaning_up():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from dra_harness import __version__, lifetime
+from dra_harness import __version__, heartbeat, lifetime
 
 from dra_harness.plugin import inputs
 from dra_harness.components import build as builder
@@ -64,7 +64,7 @@ def _fingerprint(provider: Provider, console: Console) -> dict:
                 "requested_k8s_version": provider.options.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
                 "kubernetes": {"error": sources}, "feature_gates": {"status": "unknown", "reason": sources}}
     kube, metrics, build, extra = sources
-    with console.status("fingerprinting the cluster"):
+    with heartbeat.status(console, "fingerprinting the cluster"):
         return fingerprint.collect(kube, metrics, sys.argv, provider.name, driver_build=build, extra=extra)
 
 

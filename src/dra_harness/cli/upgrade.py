@@ -2,6 +2,8 @@
 
 Exit 0 when every invariant held after every step, 1 when one broke (each breach printed), 2 for
 bad input or an upgrade that could not be performed; the evidence goes under the report directory.
+Each step is a line as it starts; without a terminal a heartbeat repeats the current one at least
+every 15 s while it waits (:mod:`dra_harness.heartbeat`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from dra_harness import heartbeat
 from dra_harness.components import catalog
 from dra_harness.providers.embedded import driver_daemonset as driver_daemonset_mod
 from dra_harness.providers.embedded.realnode import choose_real_nodes
@@ -90,8 +93,17 @@ def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_
     run_dir = Path(report_dir or rundir.default_root() / run_id).resolve()
     summary.start_run(run_dir, run_id, ["dra-harness", *sys.argv[1:]], None)  # refuses a directory that is not ours
     started = time.monotonic()
+    # Not rich's status: the build inside runner.run draws its own bars, and rich allows one live display.
+    beat = heartbeat.Heartbeat(console.file, "upgrade", enabled=heartbeat.plain_console(console))
+    beat.update("building what is not cached")  # runner.run builds both releases' components first
+
+    def say(step: str) -> None:
+        console.print(f"[dim]{step}[/]", highlight=False)
+        beat.update(step)  # printed just above; the heartbeat repeats it while the step waits
+
     try:
-        result = runner.run(spec, say=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+        with beat:
+            result = runner.run(spec, say=say)
     except BaseException:
         summary.finish_run(run_dir, complete=False, exit_code=2)
         raise

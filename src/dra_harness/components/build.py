@@ -5,7 +5,8 @@ result is kept under ``$DRA_HARNESS_CACHE`` (default ``~/.cache/dra-harness``) a
 reused while the component version and the Go toolchain stay the same. Binaries are
 written to a temporary directory and renamed into place, so an interrupted build never
 leaves a half-written binary that looks cached. Progress is the count of packages
-``go build -v`` reports against ``go list -deps``.
+``go build -v`` reports against ``go list -deps``: bars on a terminal, plain lines elsewhere
+(:mod:`dra_harness.heartbeat`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dra_harness import heartbeat
 from dra_harness.components.catalog import Component
 from dra_harness.components.gomod import GO_ENV, go
 from dra_harness.errors import BuildError
@@ -104,11 +106,13 @@ def _build(component: Component, target: Path, progress: Progress | None, module
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **GO_ENV, "GOFLAGS": "-mod=readonly"}
 
+    # The task shows from the start: on a cold module cache `go list` downloads every module first.
+    task = progress.add_task(component.dirname, total=None) if progress else None
     step = f"{component.dirname}: resolve packages"
     listed = _run(["go", "list", "-deps", *packages], module_dir, env, log_path, step)
     total = len(listed.split())
-
-    task = progress.add_task(component.dirname, total=total) if progress else None
+    if progress and task is not None:
+        progress.update(task, total=total)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
     try:
@@ -171,18 +175,19 @@ def progress_bar() -> Progress:
     return Progress(
         TextColumn("[bold]building[/] {task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} packages"),
+        MofNCompleteColumn(),  # "0/?" while the packages are being resolved
+        TextColumn("packages"),
         TimeElapsedColumn(),
         transient=False,
     )
 
 
 def build_all(components: list[Component], quiet: bool = False) -> dict[str, Built]:
-    """Build what is missing, with one progress bar per component being built."""
+    """Build what is missing, with one progress bar per component being built (plain lines without a terminal)."""
     missing = [c for c in components if not is_cached(c)]
     results: dict[str, Built] = {}
     if missing and not quiet:
-        with progress_bar() as progress:
+        with progress_bar() as progress, heartbeat.follow(progress, "building", "packages"):
             for c in components:
                 results[c.dirname] = build(c, progress)
     else:

@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,7 +33,23 @@ from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import NODE_LABEL, Topology
 from dra_harness.errors import CheckError
 
-Progress = Callable[[str, int, int], None]
+@dataclass(frozen=True)
+class Reached:
+    """How far one design's run is, for a progress bar or line: jobs settled, and the scenario clock."""
+
+    design: str
+    settled: int
+    total: int
+    t0: float  # wall clock (time.time()) at scenario time 0
+    time_compression: float
+
+    def scenario_s(self, now: float | None = None) -> float:
+        """Scenario seconds reached: wall seconds since ``t0`` times the time compression."""
+        return max(0.0, (time.time() if now is None else now) - self.t0) * self.time_compression
+
+
+#: Told when the arrivals start (0 settled), then as jobs settle.
+Progress = Callable[[Reached], None]
 
 
 class ContentionError(CheckError):
@@ -135,6 +152,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
             inject(jobs, arrivals)
         t0 = time.time() + 2.0  # locust starts in about a second
         last = max(a["at"] for a in arrivals)
+        if progress:
+            progress(Reached(design, 0, len(jobs), t0, sc.time_compression))
         sent = send_arrivals(kube, ns, arrivals, t0, timeout=last + 60, resource=rest.JOBS if queued else rest.PODS)
         stats = sent.pop()["locust"] if sent and "locust" in sent[-1] else {}
         answered = {s["name"]: s for s in sent}
@@ -147,7 +166,8 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         deadline = time.monotonic() + max(0.0, t0 - time.time()) + last + work + longest + grace_s
         names = {j.name for j in jobs if answered.get(j.name, {}).get("status") in (201, 409)}
         phases["arrivals_s"] = round(time.monotonic() - started, 1)
-        rec.wait_settled(names, deadline, progress=(lambda d: progress(design, d, len(jobs))) if progress else None)
+        rec.wait_settled(names, deadline, progress=(lambda d: progress(Reached(design, d, len(jobs), t0, sc.time_compression)))
+                         if progress else None)
         phases["settled_s"] = round(time.monotonic() - started, 1)
     finally:
         rec.close()

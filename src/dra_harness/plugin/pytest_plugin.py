@@ -48,8 +48,9 @@ from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LA
 from dra_harness.providers.embedded import runtime_dirs
 from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
 
-#: The preflight's fixture and the ``requires`` gate live beside this module (one concept each).
-pytest_plugins = ["dra_harness.plugin.needs_gate"]
+#: The preflight's fixture and the ``requires`` gate, and the progress lines for a CI log, live beside
+#: this module (one concept each).
+pytest_plugins = ["dra_harness.plugin.needs_gate", "dra_harness.plugin.session_heartbeat"]
 
 _OWNER_ENV = "DRA_HARNESS_RUN_OWNER"
 #: The run's private lock directory (mkdtemp, 0700), handed to xdist workers through the environment.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from dra_harness import lifetime
+from dra_harness import heartbeat, lifetime
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import InputError
@@ -171,7 +171,7 @@ class EmbeddedProvider(Provider):
 def _build_and_start(cluster: LocalCluster, spec: ClusterSpec, console: Console, timeout: float = 120.0) -> ClusterState:
     """Build what is missing (progress bars), then start the cluster (a status line per step)."""
     builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0))
-    with console.status("bringing up the embedded cluster") as status:
+    with heartbeat.status(console, "bringing up the embedded cluster") as status:
         return cluster.up(spec, timeout=timeout, say=lambda s: status.update(s))
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from dra_harness import heartbeat
 from dra_harness.providers.kind import provider
 
 
 def up_kind(spec: provider.KindSpec, err: Console) -> Path:
     started = time.monotonic()
-    with err.status("kind") as status:
+    with heartbeat.status(err, "kind") as status:
         kubeconfig = provider.up(spec, say=lambda s: status.update(s))
     facts = provider.created(spec.name)
     steps = ", ".join(f"{label} {facts[key]:.0f}s" for key, label in (
@@ -24,6 +25,6 @@ def up_kind(spec: provider.KindSpec, err: Console) -> Path:
 
 
 def down_kind(name: str, err: Console) -> None:
-    with err.status("kind") as status:
+    with heartbeat.status(err, "kind") as status:
         existed = provider.down(name, say=lambda s: status.update(s))
     err.print(f"kind cluster {name!r} deleted" if existed else f"no kind cluster {name!r}")

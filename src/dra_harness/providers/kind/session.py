@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from dra_harness import heartbeat
 from dra_harness.components import catalog
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.errors import InputError
@@ -93,7 +94,7 @@ class KindProvider(Provider):
             return
         started = time.monotonic()
         self._reap_after(os.getpid())
-        with console.status("kind") as status:
+        with heartbeat.status(console, "kind") as status:
             provider.up(self.spec(), say=lambda s: status.update(s))
         console.print(f"kind cluster {self.cluster_name} up in {time.monotonic() - started:.0f}s")
 
