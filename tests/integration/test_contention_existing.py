@@ -42,6 +42,7 @@ from dra_harness.providers import incluster_kwok, simulated_nodes
 from dra_harness.providers.embedded import realcluster
 from dra_harness.providers.embedded import twin
 from dra_harness.report.results import read_results
+from tests.integration import owned
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,11 +53,6 @@ def _run(cluster, report: Path, *extra: str, env: dict[str, str] | None = None) 
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(cluster.kubeconfig),
          "--report-dir", str(report), *extra, "-k", "test_contention"],
         capture_output=True, text=True, timeout=1500, cwd=ROOT, env={**os.environ, **(env or {})})
-
-
-def _kwok_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-fa", f"annotation-selector={simulated_nodes.ANNOTATION}"], capture_output=True, text=True)
-    return out.stdout.strip().splitlines()
 
 
 def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_its_own_kwok(small_cluster, tmp_path):
@@ -78,7 +74,7 @@ def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_
     assert all(o == "passed" for o in verdicts.values()), verdicts
     kube = small_cluster.kube()
     assert twin.leftovers(kube) == [], twin.leftovers(kube)  # the simulated nodes' leases included
-    assert _kwok_processes() == [], "the local KWOK outlived the run"
+    assert owned.kwok_processes(small_cluster) == {}, "the local KWOK outlived the run"
     # Negative control: a node lease whose node is gone is a leftover.
     orphan = {"metadata": {"name": "ctn-orphan"}, "spec": {"holderIdentity": "x"}}
     kube.create(LEASES, orphan, NODE_LEASE_NAMESPACE)
@@ -205,7 +201,7 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
                     seen.add(p["spec"]["nodeName"])
             roles |= {b["roleRef"]["name"] for b in kube.list(rest.CLUSTER_ROLE_BINDINGS, label_selector=RUN_LABEL)}
             # The pod's KWOK is a process of this host too (the real node's container): the local form has --kubeconfig.
-            assert not [p for p in _kwok_processes() if "--kubeconfig=" in p], "a local KWOK ran although --kwok-image was given"
+            assert not [p for p in owned.kwok_processes(real_cluster).values() if "--kubeconfig=" in p], "a local KWOK ran although --kwok-image was given"
             time.sleep(0.5)
     finally:
         if proc.poll() is None:
@@ -217,7 +213,7 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
     assert seen == {"real-node-0"}, f"KWOK's pod ran on {seen or 'no node'}"
     assert roles == {"dra-harness-kwok"}, f"KWOK was bound to {roles or 'nothing'}"
     assert twin.leftovers(kube) == [], twin.leftovers(kube)
-    assert _kwok_processes() == [], "KWOK's container outlived its Deployment"
+    assert owned.kwok_processes(real_cluster) == {}, "KWOK's container outlived its Deployment"
 
 
 def test_negative_control_an_in_cluster_kwok_with_no_real_node_to_run_on_fails_in_one_line_and_leaves_nothing(small_cluster):

@@ -7,18 +7,20 @@ watchdog) must delete every object of the run, and its private lock directory mu
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
-from dra_harness.providers.simulated_nodes import ANNOTATION as KWOK_ANNOTATION
+from tests.integration import owned
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,10 +50,6 @@ def _wait_for(what: str, probe, timeout: float):
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def _lock_dirs() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("dra-harness-*") if p.is_dir() and p.name.count("-") >= 3}
-
-
 def _start(argv: list[str], tmp_path: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, stdout=(tmp_path / "out.log").open("w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -59,7 +57,6 @@ def _start(argv: list[str], tmp_path: Path) -> subprocess.Popen:
 
 def test_killing_dra_harness_run_ends_its_pytest_and_removes_the_runs_objects(small_cluster, tmp_path):
     kube = small_cluster.kube()
-    locks_before = _lock_dirs()
     runner = _start(["dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(small_cluster.kubeconfig),
                      "--report-dir", str(tmp_path / "run"), "-k", "allocation"], tmp_path)
     try:
@@ -74,15 +71,16 @@ def test_killing_dra_harness_run_ends_its_pytest_and_removes_the_runs_objects(sm
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
     _wait_for("the run's objects to be deleted", lambda: not _run_objects(kube), 60)
-    assert _lock_dirs() <= locks_before, f"lock directories left: {_lock_dirs() - locks_before}"
+    run_id = json.loads((tmp_path / "run" / "run.json").read_text())["run_id"]
+    assert not owned.run_lock_dirs(run_id), f"lock directories left: {owned.run_lock_dirs(run_id)}"
     print(f"the run's pytest ended {ended_after:.1f}s after dra-harness run was killed")
     assert ended_after < 30, f"pytest went on for {ended_after:.0f}s after its parent died"
 
 
 def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluster, tmp_path):
     kube = small_cluster.kube()
-    locks_before = _lock_dirs()
-    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing",
+    run_id = f"it-{uuid.uuid4().hex[:10]}"
+    proc = _start(["pytest", str(ROOT / "suites" / "test_allocation.py"), "--cluster=existing", f"--run-id={run_id}",
                    f"--kubeconfig={small_cluster.kubeconfig}", "-p", "no:cacheprovider", "-q"], tmp_path)
     try:
         _wait_for("a namespace of the run", lambda: _run_objects(kube), 120)
@@ -92,7 +90,7 @@ def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluste
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     _wait_for("the watchdog to delete the run's objects", lambda: not _run_objects(kube), 90)
-    _wait_for("the run's lock directory to go", lambda: _lock_dirs() <= locks_before, 30)
+    _wait_for("the run's lock directory to go", lambda: not owned.run_lock_dirs(run_id), 30)
 
 
 #: Longer than the run's own deadline for its cleanup (the sweep waits up to 120 s for namespaces to go).
@@ -153,13 +151,9 @@ def test_sigterm_after_sigterm_does_not_cut_the_cleanup_short(small_cluster, tmp
     assert not _run_objects(small_cluster.kube()), "the run's own cleanup left objects"
 
 
-def _local_kwoks() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", f"manage-nodes-with-annotation-selector={KWOK_ANNOTATION}"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
-
-
-def _kwok_dirs() -> set[Path]:
-    return set(Path("/tmp").glob("dra-harness-kwok-*")) | set(Path("/tmp").glob("dra-harness-*/dra-harness-kwok-*"))
+def _kwok_dirs(run_id: str) -> set[Path]:
+    """KWOK's log directories of the run: in its private directory, or (with none) top-level in /tmp."""
+    return set(Path("/tmp").glob("dra-harness-kwok-*")) | set(Path("/tmp").glob(f"dra-harness-{run_id}-*/dra-harness-kwok-*"))
 
 
 def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_kwok_or_file(small_cluster, tmp_path):
@@ -167,8 +161,10 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
     with SIGKILL while jobs run: the watchdog removes its nodes and namespaces, its KWOK dies with it, and
     neither the run's directory nor KWOK's log is left."""
     kube = small_cluster.kube()
-    locks_before, kwoks_before, kwok_dirs_before = _lock_dirs(), _local_kwoks(), _kwok_dirs()
-    proc = _start(["pytest", str(ROOT / "suites" / "test_contention.py"), "--cluster=existing",
+    # Its own run id: what it leaves is told from what the other test worker's runs make meanwhile.
+    run_id = f"it-{uuid.uuid4().hex[:10]}"
+    kwok_dirs_before = _kwok_dirs(run_id)
+    proc = _start(["pytest", str(ROOT / "suites" / "test_contention.py"), "--cluster=existing", f"--run-id={run_id}",
                    f"--kubeconfig={small_cluster.kubeconfig}", "--allow-contention", "--simulated-nodes=4",
                    "-p", "no:cacheprovider", "-q"], tmp_path)
 
@@ -180,13 +176,13 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
 
     try:
         _wait_for("jobs running on the run's simulated nodes", lambda: nodes() and running_jobs() >= 2, 240)
-        assert _local_kwoks() - kwoks_before, "the run's own KWOK is running"
+        assert owned.kwok_processes(small_cluster), "the run's own KWOK is running"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    _wait_for("the run's KWOK to die with it", lambda: not (_local_kwoks() - kwoks_before), 30)
+    _wait_for("the run's KWOK to die with it", lambda: not owned.kwok_processes(small_cluster), 30)
     _wait_for("the watchdog to delete the run's nodes and objects", lambda: not nodes() and not _run_objects(kube), 120)
-    _wait_for("the run's lock directory to go", lambda: _lock_dirs() <= locks_before, 30)
-    assert _kwok_dirs() <= kwok_dirs_before, f"KWOK's log left: {_kwok_dirs() - kwok_dirs_before}"
+    _wait_for("the run's lock directory to go", lambda: not owned.run_lock_dirs(run_id), 30)
+    assert _kwok_dirs(run_id) <= kwok_dirs_before, f"KWOK's log left: {_kwok_dirs(run_id) - kwok_dirs_before}"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,12 @@ from dra_harness.providers.embedded.cluster import clusters_root
 
 @pytest.mark.parametrize("workers", [None, "2"], ids=["contention-serial", "xdist-2"])
 def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--report-dir={tmp_path}"]
+    run_id = f"it-{uuid.uuid4().hex[:10]}"  # what the run makes carries it: another worker's runs are not this one's
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--report-dir={tmp_path}", f"--run-id={run_id}"]
     # The contention suite is exclusive (it runs alone either way) and takes minutes: it runs once, serially;
     # every other suite runs with -n 2. The serial path of the others is the staging twin's and the main job's.
     args += ["-n", workers, "suites", "--ignore=suites/test_contention.py"] if workers else ["suites/test_contention.py"]
-    before = _leftovers()
+    before = _leftovers(run_id)
     started = time.monotonic()
     out = subprocess.run(args, capture_output=True, text=True, timeout=900)
     took = time.monotonic() - started
@@ -34,13 +36,18 @@ def test_all_suites_pass_on_the_embedded_cluster(binaries, tmp_path, workers):
     lines = [json.loads(line) for line in (tmp_path / "evidence.jsonl").read_text().splitlines()]
     assert {line["outcome"] for line in lines} <= {"passed", "skipped"}
     assert sum(line["outcome"] == "passed" for line in lines) >= (25 if workers else 5)
-    # Only new entries count: an earlier test's cluster may still be finishing its own teardown.
-    assert not _leftovers() - before, f"left behind: {sorted(_leftovers() - before)}"
+    assert before == set(), before
+    assert not _leftovers(run_id), f"left behind: {sorted(_leftovers(run_id))}"
 
 
-def _leftovers() -> set[str]:
-    """Temp entries and cluster state the harness creates: locks, socket dirs, clusters."""
-    found = {str(p) for p in Path(tempfile.gettempdir()).glob("dra-harness-*")}
-    found |= {str(p) for p in runtime_dirs.SHORT_TMP.glob(runtime_dirs.PREFIX + "*")}
-    root = clusters_root()
-    return found | ({str(p) for p in root.iterdir()} if root.is_dir() else set())
+def _leftovers(run_id: str) -> set[str]:
+    """Temp entries and cluster state the run creates: its lock directory, its cluster, the cluster's socket dirs
+    (each names the state directory it belongs to). Only the run's: other tests' runs may share the machine."""
+    found = {str(p) for p in Path(tempfile.gettempdir()).glob(f"dra-harness-{run_id}-*")}
+    for d in runtime_dirs.SHORT_TMP.glob(runtime_dirs.PREFIX + "*"):
+        try:
+            if run_id in (d / runtime_dirs.MARKER).read_text():
+                found.add(str(d))
+        except OSError:  # another cluster's, going
+            pass
+    return found | {str(p) for p in clusters_root().glob(f"*{run_id}*")}

@@ -25,13 +25,14 @@ FROM, TO = "1.36.3", "1.37.2"
 
 
 def _upgrade(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    before = {c.name for c in all_clusters()}
+    # The upgrade's own clusters (upgrade-*): other tests' clusters may come and go meanwhile.
+    before = {c.name for c in all_clusters() if c.name.startswith("upgrade-")}
     proc = subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "upgrade", "--from", FROM, "--to", TO, "--real-nodes", str(REAL),
          "--report-dir", str(out), *extra],
         capture_output=True, text=True, timeout=2400, cwd=ROOT)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
-    left = {c.name for c in all_clusters()} - before
+    left = {c.name for c in all_clusters() if c.name.startswith("upgrade-")} - before
     assert not left, f"the upgrade left clusters behind: {left}"
     assert (out / "upgrade" / "upgrade.json").exists(), proc.stderr[-2000:]
     return proc, json.loads((out / "upgrade" / "upgrade.json").read_text())
