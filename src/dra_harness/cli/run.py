@@ -71,9 +71,11 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
     try:
         # Two workers, a test module each at a time (module-scoped clusters stay on one worker): most integration
         # tests wait on real time (a cluster's start, a kubelet's wipe, a scenario), so two halve the wall time
-        # on two cores. A later `-n` in pytest_args wins. The slowest tests, named in CI's log: where its time goes.
-        code = subprocess.call([sys.executable, "-m", "pytest", "tests", "-n", "2", "--dist", "loadfile", "--durations=40",
-                                *pytest_args], cwd=root)
+        # on two cores. Modules in collection order (xdist would put the largest first): the tests whose components
+        # build in the background stay last. A later `-n` in pytest_args wins. The slowest tests, named in CI's
+        # log: where its time goes.
+        code = subprocess.call([sys.executable, "-m", "pytest", "tests", "-n", "2", "--dist", "loadfile",
+                                "--no-loadscope-reorder", "--durations=40", *pytest_args], cwd=root)
     finally:
         pending.stop()
     if pending.proc:  # when each background build finished, beside the durations above
