@@ -15,6 +15,7 @@ from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
 from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.profiles import by_name
+from tests.integration.spares import Spares
 
 #: Modules whose components selftest builds in the background (:mod:`dra_harness.components.background`),
 #: in the order it builds them: they run last, so that on an empty cache the build overlaps the other tests.
@@ -36,16 +37,26 @@ def binaries() -> dict[str, str]:
     return {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
 
 
+@pytest.fixture(scope="session")
+def spares(binaries, tmp_path_factory):
+    """This worker's spare small cluster (:mod:`.spares`), its first one starting now."""
+    s = Spares(tmp_path_factory.mktemp("spares"))
+    s.start()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture
-def small_cluster(request, binaries, tmp_path_factory):
+def small_cluster(spares):
     """A private 2-node x 2-device cluster for tests that break or tear down what they use."""
-    name = f"it-{request.node.name[:20].lower().replace('_', '-')}-{id(request) % 10000}"
-    cluster = LocalCluster(name)
-    cluster.up(ClusterSpec(name=name, nodes=2, gpus_per_node=2, owner_pid=os.getpid()))
+    cluster = spares.take()
+    spares.start()  # the next test's, while this one runs
     try:
         yield cluster
     finally:
-        cluster.down()
+        spares.give_back(cluster)
 
 
 @pytest.fixture
