@@ -28,6 +28,8 @@ from rich.progress import Progress
 
 #: 15 s, so that two lines are less than 30 s apart even when a loaded machine delays the thread.
 INTERVAL = 15.0
+#: How long a status waits before its first line.
+STATUS_GRACE = 1.0
 MODE_ENV = "DRA_HARNESS_PROGRESS"
 INTERVAL_ENV = "DRA_HARNESS_PROGRESS_INTERVAL"
 
@@ -85,11 +87,14 @@ class Heartbeat:
     otherwise the last :meth:`update` or :meth:`set` says it. ``bookends=False`` leaves out the
     lines at start and stop, for a caller whose own output already marks both (pytest's).
     ``enabled`` defaults to :func:`plain` of the stream; a disabled heartbeat prints nothing.
+    ``grace``: nothing is printed before that many seconds (work that ends or fails sooner adds no line
+    to its one-line answer or error); a heartbeat that printed nothing prints no stop line either, and
+    one stopped by an error leaves the last word to the error.
     """
 
     def __init__(self, stream: Stream, what: str, interval: float | None = None, *,
                  clock: Callable[[], float] = time.monotonic, describe: Callable[[], str] | None = None,
-                 bookends: bool = True, enabled: bool | None = None) -> None:
+                 bookends: bool = True, enabled: bool | None = None, grace: float = 0.0) -> None:
         self.stream = stream
         self.what = what
         self.interval = default_interval() if interval is None else interval
@@ -97,6 +102,8 @@ class Heartbeat:
         self.describe = describe
         self.bookends = bookends
         self.enabled = plain(stream) if enabled is None else enabled
+        self.grace = grace
+        self._printed = False
         self._text = ""
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -108,7 +115,7 @@ class Heartbeat:
         """Say ``text`` from now on; ``now``: print it at once (a new step, not a count)."""
         changed = text != self._text
         self._text = text
-        if now and changed and self._thread is not None:
+        if now and changed and self._thread is not None and self.clock() - self._started >= self.grace:
             self._line()
 
     def set(self, done: float, total: float | None, unit: str = "") -> None:
@@ -121,7 +128,7 @@ class Heartbeat:
             return self
         self._started = self._last = self.clock()
         self._stopped.clear()
-        if self.bookends:
+        if self.bookends and self.grace <= 0:
             self._line()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat: {self.what}", daemon=True)
         self._thread.start()
@@ -133,7 +140,7 @@ class Heartbeat:
             return
         self._stopped.set()
         thread.join(timeout=5)
-        if self.bookends:
+        if self.bookends and self._printed and outcome == "done":
             self._line(f"{outcome}, ")
 
     def __enter__(self) -> Heartbeat:
@@ -144,6 +151,11 @@ class Heartbeat:
 
     # -- the thread ----------------------------------------------------------------
     def _beat(self) -> None:
+        if self.grace > 0:
+            if self._stopped.wait(self.grace):
+                return
+            if self.bookends:
+                self._line()
         while not self._stopped.wait(max(0.01, self.interval - (self.clock() - self._last))):
             if self.clock() - self._last >= self.interval:
                 self._line()
@@ -157,6 +169,7 @@ class Heartbeat:
     def _line(self, outcome: str = "") -> None:
         with self._lock:
             self._last = self.clock()
+            self._printed = True
             try:
                 self.stream.write(self.line(outcome) + "\n")
                 self.stream.flush()
@@ -187,7 +200,8 @@ def status(console: Console, text: str) -> Iterator[Updates]:
         with console.status(text) as spinner:
             yield spinner
         return
-    with Heartbeat(console.file, text, enabled=True) as beat:
+    # A second's grace: a step that ends (or fails, and says why in one line) sooner prints nothing.
+    with Heartbeat(console.file, text, enabled=True, grace=STATUS_GRACE) as beat:
         yield _Steps(beat)
 
 

@@ -22,12 +22,19 @@ from tests.integration.spares import Spares
 LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "test_kind_real")
 
 
+#: The longest modules (several minutes each on one worker) start first: two workers take modules in
+#: collection order, and one of these started last kept the other worker idle for minutes.
+FIRST = ("test_suites_pass", "test_contention_existing", "test_staging_twin", "test_twin_shapes", "test_real_node_suites")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
 
     def rank(item: pytest.Item) -> int:
-        ours = item.path.parent == here and item.path.stem in LAST
-        return LAST.index(item.path.stem) + 1 if ours else 0
+        stem = item.path.stem if item.path.parent == here else ""
+        if stem in LAST:
+            return LAST.index(stem) + 1
+        return -len(FIRST) + FIRST.index(stem) if stem in FIRST else 0
     items.sort(key=rank)  # stable: every other test keeps its place
 
 

@@ -98,7 +98,8 @@ def test_a_line_says_elapsed_time_in_seconds_minutes_and_hours():
     assert [heartbeat.duration(s) for s in (0.4, 59, 60, 3599, 3600 * 3 + 5 * 60 + 59)] == ["0s", "59s", "1m00s", "59m59s", "3h05m"]
 
 
-def test_status_is_riches_spinner_on_a_terminal_and_plain_lines_of_each_step_elsewhere():
+def test_status_is_riches_spinner_on_a_terminal_and_plain_lines_of_each_step_elsewhere(monkeypatch):
+    monkeypatch.setattr(heartbeat, "STATUS_GRACE", 0.0)
     terminal = Console(file=io.StringIO(), force_terminal=True)
     with heartbeat.status(terminal, "bringing up the embedded cluster") as spinner:
         assert isinstance(spinner, Status)
@@ -111,6 +112,21 @@ def test_status_is_riches_spinner_on_a_terminal_and_plain_lines_of_each_step_els
         "bringing up the embedded cluster: starting etcd and kube-apiserver (0s)",
         "bringing up the embedded cluster: starting etcd and kube-apiserver (done, 0s)",
     ]
+
+
+def test_a_status_that_fails_within_its_grace_prints_nothing_so_an_error_stays_one_line(monkeypatch):
+    monkeypatch.setattr(heartbeat, "STATUS_GRACE", 0.3)
+    log = Console(file=io.StringIO(), force_terminal=False)
+    with pytest.raises(RuntimeError), heartbeat.status(log, "kind") as steps:
+        steps.update("checking the engine")
+        raise RuntimeError("no engine")
+    assert log.file.getvalue() == ""  # type: ignore[attr-defined]
+    # Past the grace, the step shows; an error then still has the last word (no "stopped" line).
+    with pytest.raises(RuntimeError), heartbeat.status(log, "kind") as steps:
+        steps.update("checking the engine")
+        time.sleep(0.5)
+        raise RuntimeError("no engine")
+    assert log.file.getvalue().splitlines() == ["kind: checking the engine (0s)"]  # type: ignore[attr-defined]
 
 
 def test_build_all_without_a_terminal_prints_packages_built_of_total(monkeypatch, capsys):
