@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import pytest
 from dra_harness.kube import rest
 from dra_harness.labels import CORDONED_BY_ANNOTATION, RUN_LABEL
 from dra_harness.providers import node_changes
+from tests.integration import owned
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,10 +70,11 @@ def test_a_drain_a_budget_holds(cluster, namespace, disruptor):
 def test_a_node_still_cordoned_after_a_kill_mid_drain_is_uncordoned_by_the_watchdog(small_cluster, tmp_path):
     kube = small_cluster.kube()
     log = tmp_path / "out.log"
+    run_id = f"killed-drain-{uuid.uuid4().hex[:6]}"
     (tmp_path / "test_held_drain.py").write_text(_HELD_DRAIN)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", str(tmp_path / "test_held_drain.py"), "--cluster=existing",
-         f"--kubeconfig={small_cluster.kubeconfig}", "--allow-disruptive", "--run-id=killed-drain", "-p", "no:cacheprovider",
+         f"--kubeconfig={small_cluster.kubeconfig}", "--allow-disruptive", f"--run-id={run_id}", "-p", "no:cacheprovider",
          "-q"], cwd=tmp_path, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         node = _wait_for("the drain's cordon", lambda: next(iter(_cordoned(kube)), None), 120, every=0.05, log=log)
@@ -83,10 +86,13 @@ def test_a_node_still_cordoned_after_a_kill_mid_drain_is_uncordoned_by_the_watch
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert _cordoned(kube) == {node: "killed-drain"}, f"the drain's cordon was not recorded on the node:\n{log.read_text()[-3000:]}"
+    assert _cordoned(kube) == {node: run_id}, f"the drain's cordon was not recorded on the node:\n{log.read_text()[-3000:]}"
     _wait_for("the watchdog to uncordon the node", lambda: not _cordoned(kube), 120)
     assert CORDONED_BY_ANNOTATION not in (kube.get(rest.NODES, node)["metadata"].get("annotations") or {})
     print(f"the watchdog uncordoned {node} {time.monotonic() - killed_at:.1f}s after pytest was killed")
+    # And ends its sweep: the cluster's teardown would stop it mid-sweep (its argv names the cluster's
+    # kubeconfig), leaving the run's lock directory in /tmp.
+    _wait_for("the watchdog to remove the run's lock directory", lambda: not owned.run_lock_dirs(run_id), 150)
 
 
 def _watchdog_after_kill(small_cluster, run_id: str) -> None:
