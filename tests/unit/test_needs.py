@@ -144,3 +144,17 @@ def test_a_plugin_pod_of_no_daemonset_and_a_second_daemonset_are_facts_not_guess
     # Negative control: a pod with the generic registration mount but another driver's name is not ours.
     none = _discover([_plugin_pod("o", "gpu-a", "other", ("/var/lib/kubelet/plugins_registry",), env="other.example.com")])
     assert none.driver_daemonset == "" and "not a pod we can restart" in none.driver_evidence
+
+
+def test_a_device_quota_in_every_new_namespace_caps_what_one_check_may_ask_for():
+    f = _facts(admission={"allowed": True, "resource_quotas": ["platform-device-quota"],
+                          "device_quota": {"gpu.example.com": 6, "other.example.com": 1}},
+               device_classes={"gpu.example.com": {"published": 16, "free": 16}})
+    assert f.namespace_device_quota() == ("gpu.example.com", 6)  # another driver's class is not ours
+    whole = needs.namespace_devices(needs.largest_node, "a node's devices")
+    assert needs.unmet(f, [whole]) == (
+        "namespace_devices(a node's devices): needs 8 devices in its namespace; a ResourceQuota the cluster puts in every "
+        "new namespace allows 6 of DeviceClass gpu.example.com (platform-device-quota)")
+    assert "allows 6" in needs.unmet(f, [needs.free_devices(7)])
+    assert needs.unmet(f, [needs.namespace_devices(6), needs.free_devices(6, same_node=True)]) is None
+    assert needs.unmet(_facts(), [whole, needs.free_devices(16)]) is None  # negative control: no quota, no cap

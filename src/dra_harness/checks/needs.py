@@ -74,6 +74,8 @@ def free_devices(count: int, same_node: bool = False, on: str | None = None, bes
     """``count`` devices nobody else holds, on schedulable nodes: on one node with ``same_node``, on node ``on``,
     or on nodes other than ``besides`` (where a drained node's pods must go)."""
     def judge(f: Facts) -> str | None:
+        if over := namespace_devices(count).missing(f):
+            return over
         nodes = [n for n in f.nodes.values() if n.schedulable and (on is None or n.name == on) and n.name != besides]
         free = max((n.free for n in nodes), default=0) if same_node or on else sum(n.free for n in nodes)
         if free >= count:
@@ -84,6 +86,24 @@ def free_devices(count: int, same_node: bool = False, on: str | None = None, bes
         return f"needs {count} free devices {where}; the preflight saw {free} ({held} held by other workloads)"
     scope = ", same_node" if same_node else f", on={on}" if on else ""
     return Need(f"free_devices({count}{scope}{f', besides={besides}' if besides else ''})", judge)
+
+
+def namespace_devices(count: int | Callable[[Facts], int], what: str = "") -> Need:
+    """``count`` devices requested in the check's own namespace (or as many as ``count(facts)`` says, e.g. a
+    node's size), within what a ResourceQuota the cluster puts in every new namespace allows."""
+    def judge(f: Facts) -> str | None:
+        quota = f.namespace_device_quota()
+        wanted = count(f) if callable(count) else count
+        if quota is None or wanted <= quota[1]:
+            return None
+        return (f"needs {wanted} devices in its namespace; a ResourceQuota the cluster puts in every new namespace "
+                f"allows {quota[1]} of DeviceClass {quota[0]} ({', '.join(f.admission.get('resource_quotas', []))})")
+    return Need(f"namespace_devices({what or count})", judge)
+
+
+def largest_node(f: Facts) -> int:
+    """Devices the largest node publishes (a request for a whole node asks that many)."""
+    return max((n.published for n in f.nodes.values()), default=0)
 
 
 def whole_node() -> Need:

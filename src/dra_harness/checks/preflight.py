@@ -22,6 +22,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from dra_harness.checks import cel
 from dra_harness.errors import HarnessError
 from dra_harness.kube import builders, podstates, rest
@@ -111,6 +113,12 @@ class Facts:
     # -- questions the needs ask ---------------------------------------------------------------
     def container_nodes(self) -> list[NodeFacts]:
         return [n for n in self.nodes.values() if not n.simulated and n.published and n.schedulable]
+
+    def namespace_device_quota(self) -> tuple[str, int] | None:
+        """The tightest quota on the driver's devices the cluster put in a new namespace of ours: (class, devices)."""
+        quotas = {c: n for c, n in (self.admission.get("device_quota") or {}).items()
+                  if c in self.device_classes or not self.device_classes}
+        return min(quotas.items(), key=lambda q: q[1]) if quotas else None
 
     def whole_free_nodes(self) -> list[str]:
         """Schedulable nodes none of whose published devices another workload holds, largest first."""
@@ -287,7 +295,30 @@ def _images(handle: ClusterHandle, facts: Facts) -> None:
             else:
                 n.image, n.image_evidence = "unknown", f"no answer within {IMAGE_PROBE_S:.0f}s (a slow pull?)"
     finally:
+        if facts.admission.get("allowed") is not None:  # read last: a policy engine furnishes a namespace after it exists
+            facts.admission.update(_namespace_policy(kube, namespace))
         handle.delete_namespace(namespace)
+
+
+#: The ResourceQuota key that limits devices of a DeviceClass (``<class>`` + this).
+DEVICE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def _namespace_policy(kube: rest.Kube, namespace: str) -> Obj:
+    """What the cluster put in a namespace of ours: its ResourceQuotas, the devices they allow per
+    DeviceClass, and its LimitRanges."""
+    try:
+        quotas, ranges = kube.list(rest.RESOURCE_QUOTAS, namespace), kube.list(rest.LIMIT_RANGES, namespace)
+    except rest.ApiError as e:
+        return {"policy_evidence": f"the namespace's quotas and limit ranges could not be read: {e}"}
+    device_quota: dict[str, int] = {}
+    for q in quotas:
+        for key, value in ((q.get("spec") or {}).get("hard") or {}).items():
+            if key.endswith(DEVICE_QUOTA_SUFFIX):
+                cls = key[: -len(DEVICE_QUOTA_SUFFIX)]
+                device_quota[cls] = min(device_quota.get(cls, 1 << 30), int(parse_quantity(str(value))))
+    return {"resource_quotas": [q["metadata"]["name"] for q in quotas], "device_quota": device_quota,
+            "limit_ranges": [r["metadata"]["name"] for r in ranges]}
 
 
 def _probe_body(name: str, run_id: str, image: str, node: str) -> Obj:
@@ -345,6 +376,13 @@ def describe(facts: Facts) -> list[dict[str, str]]:
         {"fact": "admission of a probe pod", "value": {True: "admitted", False: "refused", None: "not probed"}.get(
             facts.admission.get("allowed"), "not probed"), "evidence": str(facts.admission.get("evidence", ""))},
     ]
+    if "limit_ranges" in facts.admission or "policy_evidence" in facts.admission:
+        quota = facts.namespace_device_quota()
+        rows.append({"fact": "policy in a new namespace",
+                     "value": f"at most {quota[1]} devices of {quota[0]}" if quota else "no quota on devices",
+                     "evidence": facts.admission.get("policy_evidence") or
+                     f"ResourceQuotas: {', '.join(facts.admission['resource_quotas']) or 'none'}; "
+                     f"LimitRanges: {', '.join(facts.admission['limit_ranges']) or 'none'}"})
     for n in sorted(facts.nodes.values(), key=lambda n: n.name):
         if not n.published and n.simulated:
             continue

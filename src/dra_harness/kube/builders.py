@@ -6,6 +6,7 @@ label, so nothing a test creates can escape the end-of-run sweep.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from dra_harness.kube.types import Obj
@@ -78,6 +79,13 @@ def claim_template(name: str, run_id: str, requests: list[Obj], **kw: Any) -> Ob
     }
 
 
+#: What PodSecurity's ``restricted`` level asks of a pod and of each container: hardened clusters enforce it
+#: on every new namespace, and nothing a probe does needs root, a capability or a privilege escalation.
+RESTRICTED_POD: Obj = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
+                       "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER: Obj = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def pod(
     name: str,
     run_id: str,
@@ -106,11 +114,13 @@ def pod(
     spec: Obj = {
         "terminationGracePeriodSeconds": 0,
         "restartPolicy": "Never" if run_duration else "Always",
+        "securityContext": copy.deepcopy(RESTRICTED_POD),
         "containers": [
             {
                 "name": f"ctr{i}",
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
+                "securityContext": copy.deepcopy(RESTRICTED_CONTAINER),
                 "resources": {"claims": [{"name": c["name"]} for c in pod_claims]},
             }
             for i in range(containers)

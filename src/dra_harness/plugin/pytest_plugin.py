@@ -40,7 +40,7 @@ from dra_harness.providers.sweep import sweep_run
 from dra_harness.providers.lock import ClusterLock
 from dra_harness.checks.disruption import Disruptor
 from dra_harness.report.evidence import Evidence
-from dra_harness.kube import rest
+from dra_harness.kube import policy, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
@@ -221,11 +221,14 @@ _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    if call.excinfo is not None and call.excinfo.errisinstance(NotEstablished):
-        # The harness could not test: reported as a skip whose reason the report reads as "not established".
-        path, line, _ = item.reportinfo()
-        report.outcome = "skipped"
-        report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {results.as_not_established(one_line(call.excinfo.value))}")
+    if call.excinfo is not None:
+        refused = policy.policy_refusal(call.excinfo.value)
+        if call.excinfo.errisinstance(NotEstablished) or refused:
+            # The harness could not test: reported as a skip whose reason the report reads as "not established".
+            path, line, _ = item.reportinfo()
+            report.outcome = "skipped"
+            why = refused or one_line(call.excinfo.value)
+            report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {results.as_not_established(why)}")
     item.stash.setdefault(_PHASES, {})[report.when] = report
     return report
 

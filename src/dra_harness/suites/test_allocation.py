@@ -77,7 +77,7 @@ def test_a_claim_for_several_devices_gets_distinct_devices_on_one_node(cluster, 
 
 
 @pytest.mark.exclusive
-@pytest.mark.requires(needs.whole_node())
+@pytest.mark.requires(needs.whole_node(), needs.namespace_devices(needs.largest_node, "a node's devices"))
 def test_allocation_mode_all_takes_every_matching_device_of_a_node(cluster, namespace, evidence):
     cluster.template(namespace, "everything", cluster.request(all_devices=True))
     cluster.pod(namespace, "greedy", template="everything")

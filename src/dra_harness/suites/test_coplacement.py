@@ -68,6 +68,7 @@ def test_a_match_attribute_no_two_devices_share_is_never_satisfied(cluster, name
     evidence.record(constraint=index, scheduler_message=scheduling_message(pod))
 
 
+@pytest.mark.requires(needs.namespace_devices(lambda f: needs.largest_node(f) + 1, "a node's devices + 1"))
 def test_a_request_larger_than_any_node_stays_pending_with_nothing_allocated(cluster, namespace, evidence):
     too_many = _node_size(cluster) + 1
     cluster.template(namespace, "too-big", cluster.request(count=too_many))
@@ -89,7 +90,7 @@ def _state(pod: dict) -> str:
 
 
 @pytest.mark.exclusive
-@pytest.mark.requires(needs.whole_node())
+@pytest.mark.requires(needs.whole_node(), needs.namespace_devices(lambda f: 2 * needs.largest_node(f), "two nodes' devices"))
 def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, preflight, namespace, evidence):
     """Two jobs that each need a whole node, on one node: shards interleave; whole claims do not.
 

@@ -64,10 +64,11 @@ def test_pods_sharing_a_claim_see_the_same_device_on_its_node(cluster, namespace
     evidence.record(device=str(devices[0]), node=allocated_node(claim), reserved_for=reserved_for(claim))
 
 
-def test_pods_using_templates_never_share_a_device(cluster, namespace, evidence):
+def test_pods_using_templates_never_share_a_device(cluster, preflight, namespace, evidence):
     cluster.template(namespace, "gpu")
     free = len(cluster.published()) - len(cluster.allocations())
-    pods = [f"solo-{i}" for i in range(max(1, min(8, free - 1)))]
+    quota = preflight.namespace_device_quota()  # as many as the cluster's quota lets one namespace ask for
+    pods = [f"solo-{i}" for i in range(max(1, min(8, free - 1, quota[1] if quota else 8)))]
     for name in pods:
         cluster.pod(namespace, name, template="gpu")
     for name in pods:

@@ -1,0 +1,42 @@
+"""Refusals by the cluster's own policy: the environment's answer, not the product's.
+
+A hardened cluster refuses what a check creates for reasons that have nothing to do with DRA:
+PodSecurity enforced on new namespaces, a LimitRange's bounds, a ResourceQuota that is used
+up, another team's ValidatingAdmissionPolicy. A check that meets one cannot reach its verdict,
+so the plugin reports it "not established" with the API server's words instead of a FAIL; so too
+a wait that ran out because the quota kept a pod's claim from being created (the backstop of a
+check that did not declare how many devices it asks for: :func:`..checks.needs.namespace_devices`).
+A webhook's refusal is not among them: the driver's own webhook is part of the product.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dra_harness.kube.rest import ApiError
+from dra_harness.kube.waits import WaitTimeout
+
+#: What the API server says when each kind of policy refuses (its messages, matched as written).
+_REFUSALS = (
+    ("PodSecurity", re.compile(r'violates PodSecurity "')),
+    ("ResourceQuota", re.compile(r"exceeded quota: ")),
+    ("LimitRange", re.compile(r"(maximum|minimum) \S+ usage per (Container|Pod)|max limit to request ratio per")),
+    ("LimitRange", re.compile(r"must be less than or equal to \S+ limit")),
+    ("ValidatingAdmissionPolicy", re.compile(r"ValidatingAdmissionPolicy '(?!dra-harness|device-class-limits-)[^']*' with binding")),
+)
+
+
+#: A wait whose pod never got the claim its template asks for, because the namespace's quota is used up.
+_CLAIM_OVER_QUOTA = re.compile(r"FailedResourceClaimCreation: [^|]*exceeded quota: [^|;]*")
+
+
+def policy_refusal(error: BaseException) -> str | None:
+    """``error`` said in one line when it is the cluster's policy refusing a request; None otherwise."""
+    if isinstance(error, WaitTimeout) and (m := _CLAIM_OVER_QUOTA.search(str(error))):
+        return f"the cluster's ResourceQuota refused a claim the check's pod needs: {m.group(0)[:400]}"
+    if not isinstance(error, ApiError) or error.status not in (403, 422):
+        return None
+    for kind, pattern in _REFUSALS:
+        if pattern.search(error.message):
+            return f"the cluster's {kind} refused it: {error.message[:400]}"
+    return None
