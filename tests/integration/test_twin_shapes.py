@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from dra_harness.kube import rest
+from dra_harness.kube import builders, rest
+from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.report.results import read_results
 
@@ -37,12 +38,16 @@ def test_a_run_on_a_drawn_staging_shape_fails_nothing_touches_nothing_of_others_
 
 
 def test_a_real_fault_planted_in_a_twin_still_fails_so_not_established_cannot_swallow_it(binaries, tmp_path):
-    """Negative control: a device published twice and a DeviceClass that selects nothing are the product's faults."""
+    """Negative control: a device published twice, a DeviceClass that selects nothing and one device handed to
+    two pods are the product's faults."""
     shape = shapes.draw(SEED, run.node_count(), run.GPUS)
     with run.twin_cluster(shape, tmp_path / "twin") as (cluster, made):
         kube = cluster.kube()
         node = cluster.state().spec.node_names()[0]
         first = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME},spec.nodeName={node}")[0]
+        # First alone: a class that selects nothing would leave the check's own pods unschedulable.
+        _hand_one_device_to_two_pods(kube, node, first["spec"]["pool"]["name"], first["spec"]["devices"][-1]["name"])
+        shared_out, _ = run.run_main_job(made, tmp_path / "shared", "-k", "never_share_a_device")
         twice = {"metadata": {"name": f"{node}-twice"}, "spec": {**first["spec"], "devices": first["spec"]["devices"][:1]}}
         kube.create(rest.RESOURCE_SLICES, twice)
         kube.patch(rest.DEVICE_CLASSES, DRIVER_NAME, {"spec": {"selectors": [
@@ -53,3 +58,28 @@ def test_a_real_fault_planted_in_a_twin_still_fails_so_not_established_cannot_sw
     assert verdicts.get("test_no_device_or_pool_is_published_twice") == "failed", (out.stdout + out.stderr)[-2000:]
     assert verdicts.get("test_the_device_class_selects_exactly_the_drivers_devices") == "failed", verdicts
     assert out.returncode == 1
+    shared = [r for r in read_results(tmp_path / "shared") if r["test"] == "test_pods_using_templates_never_share_a_device"]
+    assert shared and shared[0]["outcome"] == "failed", (shared_out.stdout + shared_out.stderr)[-2000:]
+    assert "is allocated to 2 claims: tenant-planted/first, tenant-planted/second" in shared[0]["message"], shared[0]
+    assert shared_out.returncode == 1
+
+
+def _hand_one_device_to_two_pods(kube, node: str, pool: str, device: str) -> None:
+    """What a faulty allocator does: two claims of another team allocated the same device, each reserved for its pod."""
+    namespace = "tenant-planted"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": namespace}})
+    for name in ("first", "second"):
+        claim = builders.claim(name, "tenant", [builders.exactly("gpu", DRIVER_NAME, 1)])
+        pod = builders.pod(name, "tenant", claims={"gpu": {"claim": name}})
+        pod["spec"]["nodeName"] = node  # past the scheduler, which would refuse the second
+        for body in (claim, pod):
+            body["metadata"]["labels"].pop(RUN_LABEL)
+        claim = kube.create(rest.RESOURCE_CLAIMS, claim, namespace)
+        pod = kube.create(rest.PODS, pod, namespace)
+        claim["status"] = {
+            "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER_NAME, "pool": pool, "device": device}]},
+                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                               {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
+        }
+        kube.replace_status(rest.RESOURCE_CLAIMS, claim)

@@ -13,13 +13,15 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded import twin as twin_mod
-from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers.embedded import twin_policies
+from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
 from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.report.results import read_results
 
@@ -38,10 +40,13 @@ def twin_cluster(shape: twin_mod.Shape, workdir: Path) -> Iterator[tuple[LocalCl
     name = f"it-shape-{uuid.uuid4().hex[:6]}"
     cluster = LocalCluster(name)
     real = node_count() - SIMULATED_NODES
-    cluster.up(ClusterSpec(name=name, nodes=SIMULATED_NODES, gpus_per_node=GPUS, real_nodes=real, owner_pid=os.getpid()),
-               timeout=240)
+    cluster.up(ClusterSpec(name=name, nodes=SIMULATED_NODES, gpus_per_node=GPUS, real_nodes=real, owner_pid=os.getpid(),
+                           pod_security=shape.pod_security), timeout=240)
     try:
-        yield cluster, twin_mod.build(cluster, workdir, shape)
+        made = twin_mod.build(cluster, workdir, shape)
+        with twin_policies.furnishing(cluster.kube(), twin_policies.furnishings(
+                DRIVER_NAME, shape.limit_range, shape.device_quota)):
+            yield cluster, made
     finally:
         cluster.down()
 
@@ -86,15 +91,22 @@ class Judgement:
 
 
 def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path) -> Judgement:
+    """Run the main job (``shape.runs`` of them at once, each with its own report) and judge them together."""
     kube = cluster.kube()
     before = twin_mod.others(kube)
-    out, took = run_main_job(made, report_dir)
-    rows = read_results(report_dir)
-    j = Judgement(made.shape, took, Counter(r["outcome"] for r in rows), exit_code=out.returncode)
-    j.failed = {r["nodeid"]: r["message"] for r in rows if r["outcome"] in ("failed", "error")}
-    j.not_established = {r["nodeid"]: r["message"] for r in rows if r["outcome"] == "not established"}
+    dirs = [report_dir] if made.shape.runs == 1 else [report_dir / f"run-{i}" for i in range(made.shape.runs)]
+    with ThreadPoolExecutor(len(dirs)) as pool:
+        runs = list(pool.map(lambda d: run_main_job(made, d), dirs))
+    j = Judgement(made.shape, max(took for _, took in runs))
+    for i, (d, (out, _)) in enumerate(zip(dirs, runs, strict=True)):
+        rows = read_results(d)
+        prefix = f"run {i}: " if len(dirs) > 1 else ""
+        j.outcomes.update(r["outcome"] for r in rows)
+        j.exit_code = j.exit_code or out.returncode
+        j.failed.update({prefix + r["nodeid"]: r["message"] for r in rows if r["outcome"] in ("failed", "error")})
+        j.not_established.update({prefix + r["nodeid"]: r["message"] for r in rows if r["outcome"] == "not established"})
+        if not rows or out.returncode != 0:
+            j.failed.setdefault(f"{prefix}run", (out.stdout + out.stderr)[-1500:])
     j.changed = twin_mod.changed(before, twin_mod.others(kube))
     j.left = twin_mod.leftovers(kube)
-    if not rows or out.returncode not in (0,):
-        j.failed.setdefault("run", (out.stdout + out.stderr)[-1500:])
     return j

@@ -4,7 +4,9 @@ Each draw picks from the ways real clusters differ from the one the checks were 
 where the driver runs (the profile's DaemonSet, a Helm release named otherwise, no pod at
 all), whether a probe image can be pulled, tenants holding devices (sometimes one on every
 node, so no node is whole), cordoned and tainted nodes, nodes not labelled disruptable, an
-identity without the disruptive role, another DRA driver with the same generic labels. The
+identity without the disruptive role, another DRA driver with the same generic labels,
+PodSecurity ``restricted`` enforced by default, a LimitRange and a device quota furnished into
+every new namespace, a second run of the harness at the same time. The
 seed is printed with every shape, so a failure reproduces: ``python -m tests.integration.twins
 --seed N``.
 """
@@ -47,4 +49,8 @@ def draw(seed: int, nodes: int, gpus: int) -> Shape:
         not_disruptable=tuple(sorted(rng.sample(everyone, rng.randint(0, 2)))),
         disruptive_role=rng.random() < 0.7,
         other_driver=rng.random() < 0.7,
+        pod_security="restricted" if rng.random() < 0.4 else "",
+        limit_range=rng.random() < 0.4,
+        device_quota=rng.choice((0, 0, 4, 6)),
+        runs=2 if rng.random() < 0.25 else 1,
     )

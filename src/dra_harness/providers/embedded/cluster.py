@@ -206,6 +206,8 @@ class LocalCluster:
         if name == "kube-scheduler":
             config = self.state_dir / "scheduler-config.yaml"
             config.write_text(yaml.safe_dump(commands.scheduler_config(paths)))
+        if name == "kube-apiserver" and st.spec.pod_security:
+            commands.admission_config_path(paths).write_text(yaml.safe_dump(commands.admission_config(st.spec.pod_security)))
         self.supervisor.start(name, commands.ARGV[name](st, paths))
 
     # -- provider actions --------------------------------------------------------

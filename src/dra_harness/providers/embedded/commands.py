@@ -106,7 +106,29 @@ def apiserver(st: ClusterState, paths: Paths) -> list[str]:
     runtime_config = gates.runtime_config_flag(v)
     if runtime_config:
         argv.append(f"--runtime-config={runtime_config}")
+    if st.spec.pod_security:
+        argv.append(f"--admission-control-config-file={admission_config_path(paths)}")
     return argv
+
+
+def admission_config_path(paths: Paths) -> Path:
+    return paths.state_dir / "admission.yaml"
+
+
+def admission_config(level: str) -> dict:
+    """PodSecurity's cluster-wide default: ``level`` enforced on every namespace that sets none, kube-system exempt
+    (as hardened managed clusters ship it)."""
+    return {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "PodSecurity", "configuration": {
+            "apiVersion": "pod-security.admission.config.k8s.io/v1",
+            "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": level, "enforce-version": "latest", "audit": level, "audit-version": "latest",
+                         "warn": level, "warn-version": "latest"},
+            "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": ["kube-system"]},
+        }}],
+    }
 
 
 def _kubeconfigs(paths: Paths) -> list[str]:

@@ -25,6 +25,9 @@ class ClusterSpec:
     real_nodes: int = 0
     #: The example driver's release its plugins start at.
     driver_version: str = catalog.EXAMPLE_DRIVER_VERSION
+    #: PodSecurity level enforced on namespaces that set none ("": the API server's default, privileged);
+    #: a hardened staging cluster's default, for the staging twins.
+    pod_security: str = ""
 
     def node_names(self) -> list[str]:
         """The simulated (KWOK) nodes."""

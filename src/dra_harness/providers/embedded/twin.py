@@ -13,7 +13,8 @@ What it installs is *not the harness's*: nothing carries the run label, and
 A :class:`Shape` says how this staging cluster differs from the one the checks were
 written on (the driver's DaemonSet under another release name, or no pod at all; no
 pullable probe image; tenants holding devices down to no whole node free; cordoned and
-tainted nodes; an identity without the disruptive role). ``Shape()`` is the fixed twin;
+tainted nodes; an identity without the disruptive role; PodSecurity ``restricted`` by default, a
+LimitRange and a device quota in every new namespace (:mod:`.twin_policies`); two runs at once). ``Shape()`` is the fixed twin;
 ``tests/integration/twins`` draws others from a seed.
 """
 
@@ -61,6 +62,8 @@ GENERIC_LABELS = {"app.kubernetes.io/component": "kubeletplugin"}
 DRIVER_FORMS = ("profile-daemonset", "release-daemonset", "processes")
 #: The release a user installed the driver under, which the profile does not know.
 RELEASE_NAMESPACE, RELEASE_NAME = "acme-gpu", "acme-dra-kubeletplugin"
+#: The label a driver's namespace carries where PodSecurity is enforced by default.
+PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
 MAINTENANCE_TAINT = {"key": "maintenance.example.com/reboot", "value": "pending", "effect": "NoSchedule"}
 
 
@@ -78,12 +81,17 @@ class Shape:
     not_disruptable: tuple[int, ...] = (2,)
     disruptive_role: bool = True
     other_driver: bool = True
+    pod_security: str = ""  # the level enforced on namespaces that set none ("": none)
+    limit_range: bool = False  # every new namespace gets a LimitRange (twin_policies)
+    device_quota: int = 0  # every new namespace gets a quota of this many devices (0: none)
+    runs: int = 1  # runs of the harness at once
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
                 f"tenants {list(self.tenants)}, cordoned {list(self.cordoned)}, tainted {list(self.tainted)}, "
                 f"not disruptable {list(self.not_disruptable)}, disruptive role {self.disruptive_role}, "
-                f"other driver {self.other_driver}")
+                f"other driver {self.other_driver}, pod security {self.pod_security or 'privileged'}, "
+                f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}")
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,8 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
         kube.patch(rest.NODES, nodes[i], {"spec": {"unschedulable": True}})
     kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig",
                                            disruptive=shape.disruptive_role, driver_namespace=namespace)
+    if spec.pod_security:
+        _prove_pod_security(kube, spec.pod_security)
     hardware = workdir / "expected-hardware.yaml"
     hardware.write_text(yaml.safe_dump({
         "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
@@ -151,6 +161,9 @@ def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: st
         kubelet_root, cdi_root = str(rn.kubelet_root), str(rn.cdi_dir)
     docs = driver_manifests.render_driver_manifests(DRIVER_IMAGE, kubelet_root, cdi_root=cdi_root)
     driver_manifests.for_embedded(docs, state.ports["apiserver"], state.spec.gpus_per_node)
+    for doc in docs:  # a driver mounts host paths: its namespace is exempt, as its install guide says
+        if doc["kind"] == "Namespace":
+            doc["metadata"].setdefault("labels", {}).update(PRIVILEGED)
     namespace = driver_manifests.NAMESPACE
     if form == "release-daemonset":
         namespace = RELEASE_NAMESPACE
@@ -174,6 +187,19 @@ def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: st
     return namespace
 
 
+def _prove_pod_security(kube: Kube, level: str) -> None:
+    """The shape holds: a pod as most charts write it (root, no seccomp profile) is refused in a namespace that
+    sets no level (a server-side dry run)."""
+    bare = {"metadata": {"name": "bare"}, "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    try:
+        kube.create(rest.PODS, bare, CI_NAMESPACE, dry_run=True)
+    except rest.ApiError as e:
+        if f'violates PodSecurity "{level}' in e.message:
+            return
+        raise ClusterError(f"the twin's PodSecurity default refused a bare pod for another reason: {e}") from e
+    raise ClusterError(f"the twin's API server admitted a bare pod: PodSecurity {level} is not enforced by default")
+
+
 def _rename(doc: Obj, old: str, new: str) -> None:
     """Move a manifest document from namespace ``old`` to ``new`` (its own namespace, subjects)."""
     meta = doc["metadata"]
@@ -188,7 +214,7 @@ def _rename(doc: Obj, old: str, new: str) -> None:
 
 def _install_other_driver(kube: Kube, kwok: list[str]) -> None:
     """Another vendor's plugin: same generic labels, its own class and slice; never ours to touch."""
-    kube.create(rest.NAMESPACES, {"metadata": {"name": OTHER_NAMESPACE}})
+    kube.create(rest.NAMESPACES, {"metadata": {"name": OTHER_NAMESPACE, "labels": PRIVILEGED}})
     labels = {**GENERIC_LABELS, "app.kubernetes.io/name": "other-dra-driver"}
     kube.create(rest.DAEMON_SETS, {
         "metadata": {"name": "other-dra-driver-kubeletplugin", "labels": labels},
