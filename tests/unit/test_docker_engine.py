@@ -100,3 +100,26 @@ def test_root_without_an_engine_is_not_refused_while_dockerd_can_be_had(monkeypa
     monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/sbin/{name}" if name in ("dockerd", "apt-get") else None)
     monkeypatch.setattr(provider.builder, "go_version", lambda: "go1.26.8")
     provider.check_prerequisites()
+
+
+def test_rules_an_admin_put_in_docker_user_stay_and_so_does_the_chain():
+    admin = AFTER[:AFTER.index("-A DOCKER-USER -j RETURN")] + ["-A DOCKER-USER -s 10.0.0.0/8 -j DROP"] + \
+        AFTER[AFTER.index("-A DOCKER-USER -j RETURN"):]
+    rules, chains = engine.docker_rules(BEFORE, admin)
+    assert ("filter", "DOCKER-USER") not in chains and ("filter", "DOCKER") in chains
+    assert not [r for _, r in rules if r.startswith("DOCKER-USER ")], rules
+    assert ("filter", "FORWARD -j DOCKER-USER") in rules  # Docker's own jump goes with Docker
+    # Negative control: with Docker's default alone, the chain is Docker's and goes.
+    assert ("filter", "DOCKER-USER") in engine.docker_rules(BEFORE, AFTER)[1]
+
+
+def test_forwarding_rules_others_added_since_docker_started_are_found_and_dockers_are_not():
+    assert engine.others_forwarding(BEFORE, AFTER) == [
+        "filter: FORWARD -j CNI-FORWARD", "nat: POSTROUTING -s 10.22.0.0/16 -j MASQUERADE"]
+    assert engine.others_forwarding(BEFORE, BEFORE) == []
+
+
+def test_the_docker_service_the_package_starts_is_disabled_only_where_we_installed_it_on_systemd():
+    assert engine.package_service_off(True, True) == [["systemctl", "disable", "--now", "docker.socket", "docker.service"]]
+    # Negative controls: a package the host had, or a host without systemd, is left as it is.
+    assert engine.package_service_off(False, True) == [] and engine.package_service_off(True, False) == []

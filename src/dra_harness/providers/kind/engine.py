@@ -3,7 +3,9 @@
 Why we may start one: CI and our machines have the Docker CLI but no engine, and kind
 needs one. As root, :func:`ensure` installs Debian's ``docker.io`` (and ``jq``, which
 the shim below uses), starts ``dockerd`` with a config file of ours, and records what
-it changed so that :func:`stop` can put it back:
+it changed so that :func:`stop` can put it back. On a systemd host the package starts and
+enables its own docker service: when we installed the package, that service is stopped and
+disabled at once, so one dockerd runs (ours) and none starts at boot:
 
 * **the runtime shim** (``data/docker/runc-shim``), registered as dockerd's default
   runtime only where this host's capability bounding set lacks a capability Docker
@@ -15,7 +17,8 @@ it changed so that :func:`stop` can put it back:
   it had to turn IP forwarding on. :func:`stop` deletes the rules and chains that name
   Docker or its bridges and were not there before, and restores FORWARD's policy and
   ``net.ipv4.ip_forward``; rules others added meanwhile (the embedded cluster's real
-  nodes) are left alone.
+  nodes) are left alone, and so are the rules someone put in DOCKER-USER (the admin's chain)
+  and the host's forwarding while others' forwarding rules need it.
 * **links**: docker0 and the bridges of networks it made, deleted by :func:`stop`.
 
 dockerd listens on its unix socket only (root-only), never on TCP. Its images stay in
@@ -170,12 +173,16 @@ def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
         if stale is not None:  # a dockerd of ours that died: take back what it left before recording anew
             _undo(stale)
             (STATE / "started.json").unlink(missing_ok=True)
-        if prereqs.missing(PACKAGES):
+        installing = prereqs.missing(PACKAGES)
+        if installing:
             say("installing Debian's Docker engine")
         try:
             prereqs.ensure(PACKAGES, "the kind provider's Docker engine")
         except prereqs.PrereqError as e:
             raise KindError(str(e)) from None
+        for argv in package_service_off("docker.io" in installing, Path("/run/systemd/system").is_dir()):
+            say("stopping and disabling the docker service the package started (the harness runs its own dockerd)")
+            subprocess.run(argv, capture_output=True)
         shim = bool(missing_capabilities())
         config: dict[str, object] = {"hosts": [f"unix://{SOCKET}"], "pidfile": str(STATE / "dockerd.pid")}
         if shim:
@@ -199,6 +206,12 @@ def ensure(say: Callable[[str], None] = lambda s: None) -> bool:
                 raise KindError(f"dockerd did not start: {tail[0][:300]} (log {STATE / 'dockerd.log'})")
             time.sleep(0.5)
         return True
+
+
+def package_service_off(installed_now: bool, systemd: bool) -> list[list[str]]:
+    """What undoes the service Debian's package starts and enables on a systemd host, when we installed it:
+    a second dockerd on the same socket and data, and one that would start at every boot."""
+    return [["systemctl", "disable", "--now", "docker.socket", "docker.service"]] if installed_now and systemd else []
 
 
 def stop(say: Callable[[str], None] = lambda s: None) -> list[str]:
@@ -231,21 +244,37 @@ def _undo(rec: Started) -> list[str]:
         if _OURS.search(link):
             subprocess.run(["ip", "link", "delete", link], capture_output=True)
             undone.append(f"link {link}")
+    others = others_forwarding(rec.rules.get("v4", []), _save("v4"))
     for family, tool in (("v4", "iptables"), ("v6", "ip6tables")):
         undone += _undo_rules(tool, rec.rules.get(family, []), _save(family))
+    forwarding = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+    if others and (forwarding != rec.ip_forward or _forward_policy() != rec.forward_policy):
+        # Turning forwarding off (or the policy back to ACCEPT) under someone who started routing since
+        # would cut them off (or open the host); Docker's DROP policy is the safe side to leave.
+        undone.append(f"left net.ipv4.ip_forward={forwarding} and FORWARD policy {_forward_policy()}: "
+                      f"{len(others)} forwarding rule(s) others added since need it ({others[0]})")
+        return undone
     if _forward_policy() != rec.forward_policy:
         subprocess.run(["iptables", "-P", "FORWARD", rec.forward_policy], capture_output=True)
         undone.append(f"FORWARD policy back to {rec.forward_policy}")
-    if Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() != rec.ip_forward:
+    if forwarding != rec.ip_forward:
         Path("/proc/sys/net/ipv4/ip_forward").write_text(rec.ip_forward)
         undone.append(f"net.ipv4.ip_forward back to {rec.ip_forward}")
     return undone
 
 
+#: Docker's one rule in the chain it leaves to the host's admin; any other rule there is someone's.
+_USER_CHAIN, _USER_DEFAULT = "DOCKER-USER", "DOCKER-USER -j RETURN"
+
+
 def docker_rules(before: list[str], now: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(rules, chains) Docker added since ``before``: each as (table, rule or chain name)."""
+    """(rules, chains) Docker added since ``before``: each as (table, rule or chain name).
+
+    DOCKER-USER is the host admin's chain: rules someone put there are theirs and stay, and so does the
+    chain then (it is only flushed and removed when it holds Docker's default ``RETURN`` alone)."""
     seen = set(before)
     rules, chains, table = [], [], ""
+    kept: set[str] = set()  # tables whose DOCKER-USER holds someone's rules
     for line in now:
         if line.startswith("*"):
             table = line[1:]
@@ -253,9 +282,26 @@ def docker_rules(before: list[str], now: list[str]) -> tuple[list[tuple[str, str
             continue
         elif line.startswith(":"):
             chains.append((table, line[1:].split()[0]))
+        elif line.startswith(f"-A {_USER_CHAIN} ") and line[3:] != _USER_DEFAULT:
+            kept.add(table)
         elif line.startswith("-A "):
             rules.append((table, line[3:]))
+    chains = [(t, c) for t, c in chains if not (c == _USER_CHAIN and t in kept)]
+    rules = [(t, r) for t, r in rules if not (t in kept and r == _USER_DEFAULT)]
     return rules, chains
+
+
+def others_forwarding(before: list[str], now: list[str]) -> list[str]:
+    """Forwarding rules someone other than Docker added since ``before`` (FORWARD, nat POSTROUTING): while
+    they exist, IP forwarding is theirs to need, and the host's forwarding stays as it is."""
+    seen, table, out = set(before), "", []
+    for line in now:
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith("-A ") and line not in seen and not _OURS.search(line) and (
+                line.startswith("-A FORWARD ") or (table == "nat" and line.startswith("-A POSTROUTING "))):
+            out.append(f"{table}: {line[3:]}")
+    return out
 
 
 def _undo_rules(tool: str, before: list[str], now: list[str]) -> list[str]:
