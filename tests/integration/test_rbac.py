@@ -280,8 +280,10 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
                 time.sleep(0.5)
         sa.request("PATCH", rest.NODES.path(None, sim, "status"), {"status": {"phase": "Running"}}, params=dry,
                    content_type="application/merge-patch+json")
-        sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of("contention.dra-harness.io"), params=dry)
-        sa.request("POST", LEASES.path("kube-node-lease"), lease(sim), params=dry)
+        for driver in ("contention", "topology", "partition"):  # the harness's own drivers' slices
+            sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of(f"{driver}.dra-harness.io"), params=dry)
+        for prefix in ("ctn-", "topo-", "part-"):  # the leases of contention, topology and partition nodes
+            sa.request("POST", LEASES.path("kube-node-lease"), lease(prefix + sim[4:]), params=dry)
         sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c", "labels": ours}}, dry_run=True)
         # What is not the run's: a real node, another driver's slice, a real node's lease, an unlabelled class.
         _denied_by_policy(lambda: sa.create(rest.NODES, {"metadata": {"name": f"{sim}-u", "labels": ours}}, dry_run=True))
@@ -289,6 +291,9 @@ def test_the_contention_roles_write_only_the_runs_simulated_nodes_their_leases_a
         _denied_by_policy(lambda: sa.request("PATCH", rest.NODES.path(None, real, "status"), {"status": {"phase": "Running"}},
                                              params=dry, content_type="application/merge-patch+json"))
         _denied_by_policy(lambda: sa.request("POST", rest.RESOURCE_SLICES.path(None), slice_of("gpu.example.com"), params=dry))
+        drivers = next(s["metadata"]["name"] for s in kube.list(rest.RESOURCE_SLICES) if s["spec"]["driver"] == "gpu.example.com")
+        _denied_by_policy(lambda: sa.request("PATCH", rest.RESOURCE_SLICES.path(None, drivers), {"metadata": {"labels": ours}},
+                                             params=dry, content_type="application/merge-patch+json"))
         _denied_by_policy(lambda: sa.request("POST", LEASES.path("kube-node-lease"), lease(real), params=dry))
         _denied_by_policy(lambda: sa.create(rest.DEVICE_CLASSES, {"metadata": {"name": f"{sim}-c"}}, dry_run=True))
         # --kwok-image: the run's KWOK (default ServiceAccount of dra-harness-kwok-<tag>) bound to dra-harness-kwok.

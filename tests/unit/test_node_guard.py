@@ -9,7 +9,7 @@ import pytest
 
 from dra_harness.contention.scenario import load
 from dra_harness.contention.topology import Topology
-from dra_harness.errors import Refused
+from dra_harness.errors import NotEstablished, Refused
 from dra_harness.kube import builders
 from dra_harness.labels import RUN_LABEL
 from dra_harness.plugin import simulated
@@ -121,11 +121,11 @@ def test_the_check_refuses_in_one_line_naming_each_and_counting_past_ten():
     node_guard.check(_Kube([]), [NODE], "run1")  # type: ignore[arg-type]
 
 
-def test_a_run_refused_by_the_preflight_starts_no_kwok_and_adds_no_node(monkeypatch):
+def test_a_run_refused_by_the_preflight_starts_no_kwok_adds_no_node_and_the_check_is_not_established(monkeypatch):
     options = {"--allow-contention": True, "--simulated-nodes": 4, "--kwok-image": None, "--kubeconfig": "/k",
                "--context": None, "--kwok-node-selector": None}
     config = SimpleNamespace(getoption=options.__getitem__)
     cluster = SimpleNamespace(kube=_Kube([_ds("log-shipper", tolerations=ALL)]), run_id="run1")
     monkeypatch.setattr(simulated.simulated_nodes.LocalKwok, "start", lambda self: pytest.fail("KWOK started"))
-    with pytest.raises(Refused, match="tenant/log-shipper"):
+    with pytest.raises(NotEstablished, match="tenant/log-shipper"):  # the tenants forbid it: no product fault
         simulated.run_kwok(config, cluster, [NODE], "t1", "the topology suite")  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import pytest
 
+from dra_harness.errors import NotEstablished, Refused
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError
 from dra_harness.providers import incluster_kwok, node_guard, simulated_nodes
@@ -44,7 +45,7 @@ class Kwok(Protocol):
 
 def run_kwok(config: pytest.Config, cluster, bodies: list[Obj], tag: str, what: str) -> Kwok:
     """A started KWOK for the nodes ``bodies`` (annotated with ``tag``); skips the test where not allowed,
-    and refuses (:class:`~dra_harness.errors.Refused`) where the nodes would hurt another's workload.
+    and makes it not established where the nodes would hurt another's workload (the guard's refusal).
     With ``--kwok-image`` it runs in the cluster as a Deployment, else as a local process."""
     nodes = len(bodies)
     allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
@@ -52,7 +53,10 @@ def run_kwok(config: pytest.Config, cluster, bodies: list[Obj], tag: str, what: 
         pytest.skip(f"{what} adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
                     f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
                     f"{'--allow-contention, ' if allowed else ''}--simulated-nodes {most})")
-    node_guard.check(cluster.kube, bodies, cluster.run_id)  # before anything is started or added
+    try:
+        node_guard.check(cluster.kube, bodies, cluster.run_id)  # before anything is started or added
+    except Refused as e:  # the cluster's tenants forbid the nodes: the check cannot be made here, no product fault
+        raise NotEstablished(str(e)) from e
     if image := config.getoption("--kwok-image"):
         selector = config.getoption("--kwok-node-selector")
         key, _, value = (selector or "").partition("=")

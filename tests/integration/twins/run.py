@@ -55,6 +55,8 @@ def run_main_job(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[su
     """``dra-harness run --cluster existing`` through the twin's ServiceAccount, as a user's CI would."""
     started = time.monotonic()
     shell = [f"--shell-image={WORKLOAD_IMAGE}"] if made.shape.shell_image else []
+    if made.shape.simulated_nodes:
+        shell += ["--allow-contention", f"--simulated-nodes={made.shape.simulated_nodes}"]
     out = subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
          "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),

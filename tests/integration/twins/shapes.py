@@ -6,7 +6,8 @@ all), whether a probe image can be pulled, tenants holding devices (sometimes on
 node, so no node is whole), cordoned and tainted nodes, nodes not labelled disruptable, an
 identity without the disruptive role, another DRA driver with the same generic labels,
 PodSecurity ``restricted`` enforced by default, a LimitRange and a device quota furnished into
-every new namespace, a second run of the harness at the same time. The
+every new namespace, a second run of the harness at the same time, simulated nodes allowed
+beside a platform team's tolerate-all DaemonSet and hostname-spread Deployment. The
 seed is printed with every shape, so a failure reproduces: ``python -m tests.integration.twins
 --seed N``.
 """
@@ -53,4 +54,7 @@ def draw(seed: int, nodes: int, gpus: int) -> Shape:
         limit_range=rng.random() < 0.4,
         device_quota=rng.choice((0, 0, 4, 6)),
         runs=2 if rng.random() < 0.25 else 1,
+        simulated_nodes=rng.choice((0, 0, 2, 4)),
+        tolerate_all=rng.random() < 0.4,
+        hostname_spread=rng.random() < 0.4,
     )

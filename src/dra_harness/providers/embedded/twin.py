@@ -52,6 +52,7 @@ ROLE_BINDINGS = rest.Resource(_RBAC_GROUP, "v1", "rolebindings", "RoleBinding", 
 OTHER_DRIVER = "other.example.com"
 OTHER_NAMESPACE = "other-dra-driver"
 CI_NAMESPACE = "dra-harness-ci"
+INFRA_NAMESPACE = "platform-infra"
 TENANT_PRIORITY_CLASS = "tenant-batch-high"
 TENANT_DEVICE_CLASS = "tenant-large-gpus"
 #: The example chart's generic plugin label, which the other driver's pods carry too.
@@ -85,13 +86,18 @@ class Shape:
     limit_range: bool = False  # every new namespace gets a LimitRange (twin_policies)
     device_quota: int = 0  # every new namespace gets a quota of this many devices (0: none)
     runs: int = 1  # runs of the harness at once
+    simulated_nodes: int = 0  # the run may add this many simulated nodes (--allow-contention --simulated-nodes)
+    tolerate_all: bool = False  # a tenant's DaemonSet that tolerates every taint (a log shipper)
+    hostname_spread: bool = False  # a tenant's Deployment spread over hostnames with DoNotSchedule
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
                 f"tenants {list(self.tenants)}, cordoned {list(self.cordoned)}, tainted {list(self.tainted)}, "
                 f"not disruptable {list(self.not_disruptable)}, disruptive role {self.disruptive_role}, "
                 f"other driver {self.other_driver}, pod security {self.pod_security or 'privileged'}, "
-                f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}")
+                f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}, "
+                f"simulated nodes allowed {self.simulated_nodes}, tolerate-all DaemonSet {self.tolerate_all}, "
+                f"hostname-spread Deployment {self.hostname_spread}")
 
 
 @dataclass(frozen=True)
@@ -124,13 +130,15 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
     if shape.other_driver:
         _install_other_driver(kube, kwok)
     _install_tenants(kube, [(nodes[i], count) for i, count in shape.tenants])
+    if shape.tolerate_all or shape.hostname_spread:
+        _install_infra(kube, shape.tolerate_all, shape.hostname_spread)
     for i in shape.not_disruptable:
         kube.patch(rest.NODES, nodes[i], {"metadata": {"labels": {DISRUPTABLE_LABEL: None}}})
     for i in shape.tainted:
         kube.patch(rest.NODES, nodes[i], {"spec": {"taints": [MAINTENANCE_TAINT]}})
     for i in shape.cordoned:
         kube.patch(rest.NODES, nodes[i], {"spec": {"unschedulable": True}})
-    kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig",
+    kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig", contention=shape.simulated_nodes > 0,
                                            disruptive=shape.disruptive_role, driver_namespace=namespace)
     if spec.pod_security:
         _prove_pod_security(kube, spec.pod_security)
@@ -251,6 +259,29 @@ def _install_tenants(kube: Kube, holdings: list[tuple[str, int]]) -> None:
     for tenant in tenants(len(holdings)):
         watch_until(kube, rest.PODS, lambda pods: bool(pods) and pods[0]["status"].get("phase") == "Running", 90,
                     f"{tenant}'s pod to run", namespace=tenant)
+
+
+def _install_infra(kube: Kube, tolerate_all: bool, hostname_spread: bool) -> None:
+    """A platform team's pods as shared clusters run them: a log shipper on every node whatever its taints, and a
+    web Deployment whose replicas must be on different hosts. Simulated nodes must hurt neither."""
+    kube.create(rest.NAMESPACES, {"metadata": {"name": INFRA_NAMESPACE, "labels": {"team": "infra", **PRIVILEGED}}})
+    pause = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    if tolerate_all:
+        labels = {"app": "log-shipper"}
+        kube.create(rest.DAEMON_SETS, {"metadata": {"name": "log-shipper"}, "spec": {
+            "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 1, "containers": [pause]}}}},
+            INFRA_NAMESPACE)
+    if hostname_spread:
+        labels = {"app": "web"}
+        kube.create(rest.DEPLOYMENTS, {"metadata": {"name": "web"}, "spec": {
+            "replicas": 2, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                               "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": labels}}],
+                "terminationGracePeriodSeconds": 1, "containers": [pause]}}}}, INFRA_NAMESPACE)
+    want = (len(kube.list(rest.NODES)) if tolerate_all else 0) + (2 if hostname_spread else 0)
+    watch_until(kube, rest.PODS, lambda pods: len([p for p in pods if p["status"].get("phase") == "Running"]) >= want,
+                120, "the platform team's pods to run", namespace=INFRA_NAMESPACE)
 
 
 def tenants(count: int) -> list[str]:
