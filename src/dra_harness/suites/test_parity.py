@@ -150,7 +150,7 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
         if e.status != 403:
             raise
         raise NotEstablished(f"admin access needs the namespace labelled {admin_access.LABEL}=true, which this identity may not do: {e.message}") from None
-    only = [f"{cluster.profile.cel_attribute('index')} == 0"]
+    only = [f"{cluster.profile.cel_attribute('index')} == {_free_index(cluster, node)}"]
     cluster.claim(namespace, "user", cluster.request(selectors=only))
     cluster.kube.create(rest.PODS, probe_pod("user", cluster.run_id, cluster.probe_image, node, {"gpu": {"claim": "user"}}), namespace)
     wait_running(cluster.kube, namespace, "user", timeout=120)
@@ -163,6 +163,17 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
     assert held["admin"] == held["user"], f"the admin claim got {held['admin']}, the device in use is {held['user']}"
     assert envs["admin"].get("DRA_ADMIN_ACCESS") == "true", envs["admin"]
     assert envs["user"].get("DRA_ADMIN_ACCESS") == "false", envs["user"]
+
+
+def _free_index(cluster, node: str) -> int:
+    """The lowest index of a device on ``node`` that nobody holds: on a shared cluster a tenant may hold index 0."""
+    published, held = cluster.profile.attributes["index"], cluster.allocations()
+    free = sorted(attrs[name]["int"] for key, where in cluster.published().items() if where["node"] == node and key not in held
+                  for attrs in [where["device"].get("attributes") or {}]
+                  for name in (published, cluster.profile.qualified(published)) if name in attrs)
+    if not free:
+        raise NotEstablished(f"no device on {node} is free for the claim the admin claim must share")
+    return free[0]
 
 
 @pytest.fixture
