@@ -79,6 +79,15 @@ def pending_reason(kube: Kube, namespace: str, name: str):
     return why
 
 
+def placement(pod: Obj) -> str:
+    """``running``, ``unschedulable`` (the scheduler said so) or ``pending``: where a pod stands in a wait for both."""
+    if pod.get("status", {}).get("phase") == "Running":
+        return "running"
+    if (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable":
+        return "unschedulable"
+    return "pending"
+
+
 def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -> Obj:
     return wait_for_object(
         kube,

@@ -16,7 +16,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
     allocated_node,
-    condition,
+    placement,
     pod_claims,
     scheduling_message,
     wait_running,
@@ -81,14 +81,6 @@ def test_a_request_larger_than_any_node_stays_pending_with_nothing_allocated(clu
     evidence.record(requested=too_many, scheduler_message=scheduling_message(pod))
 
 
-def _state(pod: dict) -> str:
-    if pod["status"].get("phase") == "Running":
-        return "running"
-    if (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable":
-        return "unschedulable"
-    return "pending"
-
-
 @pytest.mark.exclusive
 @pytest.mark.requires(needs.whole_node(), needs.namespace_devices(lambda f: 2 * needs.largest_node(f), "two nodes' devices"))
 def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(cluster, preflight, namespace, evidence):
@@ -108,7 +100,7 @@ def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(c
             cluster.pod(namespace, f"shard-{job}-{i}", template="shard", node_name=node, labels={"job": f"shard-{job}"})
 
     def settled(pods):  # every shard either runs or has been found unschedulable
-        return len(pods) == 2 * size and all(_state(p) != "pending" for p in pods)
+        return len(pods) == 2 * size and all(placement(p) != "pending" for p in pods)
 
     shards = watch_until(kube, rest.PODS, settled, 90, "every shard to run or be found unschedulable",
                          namespace=namespace, label_selector="job in (shard-a,shard-b)")
@@ -124,11 +116,11 @@ def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(c
         cluster.pod(namespace, f"whole-{job}", template="whole", node_name=node, labels={"job": "whole"})
     # Either job may win the node; the point is that exactly one does and the other holds nothing.
     def one_won(pods):
-        return len(pods) == 2 and sorted(_state(p) for p in pods) == ["running", "unschedulable"]
+        return len(pods) == 2 and sorted(placement(p) for p in pods) == ["running", "unschedulable"]
 
     wholes = watch_until(kube, rest.PODS, one_won, 60, "one whole-node job to run and the other to wait",
                          namespace=namespace, label_selector="job=whole")
-    waiting = next(p for p in wholes if _state(p) == "unschedulable")
+    waiting = next(p for p in wholes if placement(p) == "unschedulable")
     held_by_waiting = [str(d) for c in pod_claims(kube, waiting).values() for d in allocated_devices(c)]
 
     evidence.record(

@@ -26,7 +26,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import (
     allocated_devices,
     allocated_node,
-    condition,
+    placement,
     pod_claims,
     reserved_for,
     wait_running,
@@ -77,7 +77,7 @@ def test_pods_using_templates_never_share_a_device(cluster, preflight, namespace
     pods = [f"solo-{i}" for i in range(max(1, min(8, free, quota[1] if quota else 8)))]
     for name in pods:
         cluster.pod(namespace, name, template="gpu")
-    settled = watch_until(cluster.kube, rest.PODS, lambda ps: len(ps) == len(pods) and all(_settled(p) for p in ps), 60,
+    settled = watch_until(cluster.kube, rest.PODS, lambda ps: len(ps) == len(pods) and all(placement(p) != "pending" for p in ps), 60,
                           "every pod to run or be found unschedulable", namespace=namespace)
     running = [p["metadata"]["name"] for p in settled if p["status"].get("phase") == "Running"]
     if len(running) < 2:
@@ -91,10 +91,6 @@ def test_pods_using_templates_never_share_a_device(cluster, preflight, namespace
     # A pod found unschedulable may have been placed since: count our claims' devices, at least one per running pod.
     assert len({d.key for d in ours}) == len(ours) >= len(running), f"{len(running)} pods run on {[str(d) for d in ours]}"
     evidence.record(claims_checked=len(claims), our_devices=len(ours), pods=len(pods), running=len(running))
-
-
-def _settled(pod: dict) -> bool:
-    return pod["status"].get("phase") == "Running" or (condition(pod, "PodScheduled") or {}).get("reason") == "Unschedulable"
 
 
 def test_a_shared_claim_stays_allocated_until_its_last_consumer_is_gone(cluster, namespace, evidence):

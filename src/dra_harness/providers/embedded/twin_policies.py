@@ -39,13 +39,11 @@ def furnishings(device_class: str, limit_range: bool, device_quota: int) -> list
 
 
 @contextmanager
-def furnishing(kube: Kube, objects: list[tuple[rest.Resource, Obj]]) -> Iterator[list[str]]:
-    """Furnish every namespace created from now on with ``objects`` until the block ends; yields the
-    namespaces furnished so far (a list the controller appends to). What it could not create is raised
-    as :class:`ClusterError` when the block ends: a twin whose policy did not hold proves nothing."""
-    furnished: list[str] = []
+def furnishing(kube: Kube, objects: list[tuple[rest.Resource, Obj]]) -> Iterator[None]:
+    """Furnish every namespace created from now on with ``objects`` until the block ends. What it could not
+    create is raised as :class:`ClusterError` when the block ends: a twin whose policy did not hold proves nothing."""
     if not objects:
-        yield furnished
+        yield
         return
     stop = threading.Event()
     items, version = kube.list_with_version(rest.NAMESPACES)
@@ -59,7 +57,6 @@ def furnishing(kube: Kube, objects: list[tuple[rest.Resource, Obj]]) -> Iterator
             except rest.ApiError as e:
                 if e.status not in (403, 404, 409):  # 403/404: the namespace is terminating or gone already
                     errors.append(f"{res.kind} in {name}: {e}")
-        furnished.append(name)
 
     def controller() -> None:
         rv = version
@@ -85,7 +82,7 @@ def furnishing(kube: Kube, objects: list[tuple[rest.Resource, Obj]]) -> Iterator
     thread = threading.Thread(target=controller, name="twin-namespace-policy", daemon=True)
     thread.start()
     try:
-        yield furnished
+        yield
     finally:
         stop.set()
         thread.join(timeout=10)

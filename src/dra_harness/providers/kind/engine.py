@@ -272,13 +272,10 @@ def docker_rules(before: list[str], now: list[str]) -> tuple[list[tuple[str, str
 
     DOCKER-USER is the host admin's chain: rules someone put there are theirs and stay, and so does the
     chain then (it is only flushed and removed when it holds Docker's default ``RETURN`` alone)."""
-    seen = set(before)
-    rules, chains, table = [], [], ""
+    rules, chains = [], []
     kept: set[str] = set()  # tables whose DOCKER-USER holds someone's rules
-    for line in now:
-        if line.startswith("*"):
-            table = line[1:]
-        elif line in seen or not _OURS.search(line):
+    for table, line in _added(before, now):
+        if not _OURS.search(line):
             continue
         elif line.startswith(":"):
             chains.append((table, line[1:].split()[0]))
@@ -294,14 +291,18 @@ def docker_rules(before: list[str], now: list[str]) -> tuple[list[tuple[str, str
 def others_forwarding(before: list[str], now: list[str]) -> list[str]:
     """Forwarding rules someone other than Docker added since ``before`` (FORWARD, nat POSTROUTING): while
     they exist, IP forwarding is theirs to need, and the host's forwarding stays as it is."""
-    seen, table, out = set(before), "", []
+    return [f"{table}: {line[3:]}" for table, line in _added(before, now) if not _OURS.search(line) and (
+            line.startswith("-A FORWARD ") or (table == "nat" and line.startswith("-A POSTROUTING ")))]
+
+
+def _added(before: list[str], now: list[str]) -> Iterator[tuple[str, str]]:
+    """(table, line) of the iptables-save lines in ``now`` that were not in ``before``."""
+    seen, table = set(before), ""
     for line in now:
         if line.startswith("*"):
             table = line[1:]
-        elif line.startswith("-A ") and line not in seen and not _OURS.search(line) and (
-                line.startswith("-A FORWARD ") or (table == "nat" and line.startswith("-A POSTROUTING "))):
-            out.append(f"{table}: {line[3:]}")
-    return out
+        elif line not in seen:
+            yield table, line
 
 
 def _undo_rules(tool: str, before: list[str], now: list[str]) -> list[str]:
