@@ -64,6 +64,12 @@ class Unreachable(KubeApiError):
     """No answer from the API server at all."""
 
 
+def transient(error: BaseException) -> bool:
+    """An answer that may be different in a moment: too many requests, a server error, no answer at all. Clean-up
+    that meets one leaves the object to a later pass (the end-of-run sweep retries), never fails a verdict on it."""
+    return isinstance(error, Unreachable) or (isinstance(error, ApiError) and (error.status == 429 or error.status >= 500))
+
+
 _ERRORS = {404: NotFound, 409: Conflict, 410: Gone}
 #: How long a request turned away as busy (429 before processing) is retried before its error is raised.
 BUSY_RETRY_S = 30.0

@@ -153,23 +153,30 @@ class ClusterLock:
     def _delete(self, name: str, held: _Held) -> None:
         """Delete the lease only while it is still ours: the same object, with our holder identity."""
         lease = held.lease
-        for _ in range(3):
-            try:
-                self.kube.request("DELETE", LEASES.path(self.namespace, name), {
-                    "kind": "DeleteOptions", "apiVersion": "v1",
-                    "preconditions": dict(zip(("uid", "resourceVersion"), _version(lease), strict=True))})
-                return
-            except rest.NotFound:
-                return
-            except rest.Conflict:
-                pass  # changed since: a renewal still in flight, or someone else's lease now
-            try:
-                lease = self.kube.get(LEASES, name, self.namespace)
-            except rest.NotFound:
-                return
-            if not self._same_holder(lease, held.lease):
-                log.warning("lease %s/%s left alone: it is run %s's now", self.namespace, name, _run_of(lease))
-                return
+        try:
+            for _ in range(3):
+                try:
+                    self.kube.request("DELETE", LEASES.path(self.namespace, name), {
+                        "kind": "DeleteOptions", "apiVersion": "v1",
+                        "preconditions": dict(zip(("uid", "resourceVersion"), _version(lease), strict=True))})
+                    return
+                except rest.NotFound:
+                    return
+                except rest.Conflict:
+                    pass  # changed since: a renewal still in flight, or someone else's lease now
+                try:
+                    lease = self.kube.get(LEASES, name, self.namespace)
+                except rest.NotFound:
+                    return
+                if not self._same_holder(lease, held.lease):
+                    log.warning("lease %s/%s left alone: it is run %s's now", self.namespace, name, _run_of(lease))
+                    return
+        except (rest.ApiError, rest.Unreachable) as e:
+            if not rest.transient(e):
+                raise
+            # Throttled or the API server away: no longer renewed, so other runs may take it over once they have seen
+            # it unchanged for its duration, and it carries the run label, so the end-of-run sweep deletes it.
+            log.warning("lease %s/%s left to the end-of-run sweep: %s", self.namespace, name, e)
 
     @staticmethod
     def _same_holder(now: Obj, ours: Obj) -> bool:

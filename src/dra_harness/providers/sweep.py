@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from dra_harness.errors import InputError, KubeApiError, one_line
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube
+from dra_harness.kube.rest import Kube, transient
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import SIMULATED_NODE_LABEL, run_selector
 from dra_harness.providers import node_changes
@@ -42,12 +42,6 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 MAX_PAUSE_S = 5.0
 
 Step = tuple[str, Callable[[], object]]  # (what it does, for the report; the call)
-
-
-def transient(error: BaseException) -> bool:
-    """An answer that may be different in a moment: too many requests, a server error, no answer at all."""
-    return isinstance(error, rest.Unreachable) or (isinstance(error, rest.ApiError) and
-                                                   (error.status == 429 or error.status >= 500))
 
 
 def settle(steps: list[Step], deadline: float) -> dict[str, str]:

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +24,8 @@ from dra_harness.providers.embedded import twin_policies
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
 from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.report.results import read_results
+
+from tests.integration.twins import faults
 
 ROOT = Path(__file__).resolve().parents[3]
 SIMULATED_NODES, GPUS = 3, 8
@@ -51,18 +53,29 @@ def twin_cluster(shape: twin_mod.Shape, workdir: Path) -> Iterator[tuple[LocalCl
         cluster.down()
 
 
-def run_main_job(made: twin_mod.Twin, report_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+def run_main_job(made: twin_mod.Twin, report_dir: Path, *extra: str, env: dict[str, str] | None = None,
+                 on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[subprocess.CompletedProcess, float]:
     """``dra-harness run --cluster existing`` through the twin's ServiceAccount, as a user's CI would."""
     started = time.monotonic()
     shell = [f"--shell-image={WORKLOAD_IMAGE}"] if made.shape.shell_image else []
     if made.shape.simulated_nodes:
         shell += ["--allow-contention", f"--simulated-nodes={made.shape.simulated_nodes}"]
-    out = subprocess.run(
-        [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
-         "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
-         "--ignore=suites/test_contention.py", *shell, *extra],
-        capture_output=True, text=True, timeout=1500, cwd=ROOT)
-    return out, time.monotonic() - started
+    args = [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
+            "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
+            "--ignore=suites/test_contention.py", *shell, *extra]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    if on_start is not None:
+        on_start(proc)
+    try:
+        out, err = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), time.monotonic() - started
+
+
+#: A not-established reason that says the run lost its lease: under skewed clocks, another run took it over.
+LEASE_LOST = "is no longer its own"
 
 
 @dataclass
@@ -75,40 +88,86 @@ class Judgement:
     changed: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
     exit_code: int = 0
+    fault: str = ""  # what the shape's fault did
+    fault_missed: str = ""  # why it was not injected, where the run gave it no chance that it should have
+    after_fault: str = ""  # what was seen once the fault was over (a killed run's watchdog)
+    overlapped: list[str] = field(default_factory=list)  # leases lost under skewed clocks
+
+    @property
+    def limit_s(self) -> float:
+        return RUN_LIMIT_S + {"api-away-mid-drain": faults.API_AWAY_S, "throttled-sweep": faults.STORM_S}.get(
+            self.shape.fault, 0.0)
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.changed and not self.left and self.seconds <= RUN_LIMIT_S \
-            and self.exit_code == 0
+        return not (self.failed or self.changed or self.left or self.fault_missed or self.overlapped) \
+            and self.seconds <= self.limit_s and self.exit_code == 0
 
     def row(self) -> str:
         return (f"| {self.shape.seed} | {self.outcomes['passed']} | {self.outcomes['not established']} | "
-                f"{self.outcomes['skipped']} | {self.outcomes['failed'] + self.outcomes['error']} | {self.seconds / 60:.1f} |")
+                f"{self.outcomes['skipped']} | {self.outcomes['failed'] + self.outcomes['error']} | {self.seconds / 60:.1f} |"
+                + (f" {self.shape.fault}: {self.fault or 'not reached'} |" if self.shape.fault else ""))
 
     def explain(self) -> str:
         lines = [self.shape.describe(), f"{self.seconds:.0f}s, exit {self.exit_code}, {dict(self.outcomes)}"]
+        lines += [f"fault: {self.fault}"] if self.fault else []
+        lines += [f"fault not injected: {self.fault_missed}"] if self.fault_missed else []
+        lines += [f"after the fault: {self.after_fault}"] if self.after_fault else []
         lines += [f"FAIL {t}: {m[:300]}" for t, m in self.failed.items()]
+        lines += [f"lease lost under skewed clocks: {m[:300]}" for m in self.overlapped]
         lines += [f"changed: {c}" for c in self.changed] + [f"left: {x}" for x in self.left]
         return "\n".join(lines)
 
 
-def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path) -> Judgement:
-    """Run the main job (``shape.runs`` of them at once, each with its own report) and judge them together."""
+def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str = "") -> Judgement:
+    """Run the main job (``shape.runs`` of them at once, each with its own report) under the shape's fault, and
+    judge them together. ``old``: a rule of the harness put back as before #34 (:mod:`.hooks`; negative controls)."""
     kube = cluster.kube()
     before = twin_mod.others(kube)
     dirs = [report_dir] if made.shape.runs == 1 else [report_dir / f"run-{i}" for i in range(made.shape.runs)]
-    with ThreadPoolExecutor(len(dirs)) as pool:
-        runs = list(pool.map(lambda d: run_main_job(made, d), dirs))
-    j = Judgement(made.shape, max(took for _, took in runs))
+    with faults.Injector(cluster, made, len(dirs), old) as injector:
+        with ThreadPoolExecutor(len(dirs)) as pool:
+            runs = list(pool.map(lambda i: run_main_job(made, dirs[i], *injector.args(i), env=injector.env(i),
+                                                        on_start=lambda p: injector.started(i, p)), range(len(dirs))))
+        injector.runs_over()
+    j = Judgement(made.shape, max(took for _, took in runs), fault=injector.injected)
+    killed = made.shape.fault == "kill-mid-drain" and bool(injector.injected)
+    drains: dict[str, str] = {}
     for i, (d, (out, _)) in enumerate(zip(dirs, runs, strict=True)):
-        rows = read_results(d)
+        try:
+            rows = read_results(d)
+        except Exception:  # noqa: BLE001 - a killed run writes no junit.xml
+            rows = []
+        (d.parent / f"{d.name}.out").write_text(out.stdout + out.stderr)  # beside its report, for a post-mortem
         prefix = f"run {i}: " if len(dirs) > 1 else ""
+        drains.update({prefix + r["nodeid"]: r["outcome"] for r in rows if "node_drain" in r["nodeid"]})
         j.outcomes.update(r["outcome"] for r in rows)
-        j.exit_code = j.exit_code or out.returncode
         j.failed.update({prefix + r["nodeid"]: r["message"] for r in rows if r["outcome"] in ("failed", "error")})
         j.not_established.update({prefix + r["nodeid"]: r["message"] for r in rows if r["outcome"] == "not established"})
+        if killed:
+            continue  # its pytest was killed: no verdict, no exit code to judge; what it left is judged below
+        j.exit_code = j.exit_code or out.returncode
         if not rows or out.returncode != 0:
             j.failed.setdefault(f"{prefix}run", (out.stdout + out.stderr)[-1500:])
+    if made.shape.fault == "clock-skew":
+        j.overlapped = [f"{t}: {m}" for t, m in j.not_established.items() if LEASE_LOST in m]
+        ahead = faults.started_at(dirs[1]) - faults.started_at(dirs[0])
+        j.fault += f"; run 1 recorded its start {ahead:.0f} s after run 0's"
+        if ahead < faults.SKEW_S - 15:
+            j.fault_missed = f"run 1's clock was not ahead: it recorded its start {ahead:.0f} s after run 0's"
+    elif made.shape.fault and not injector.injected:
+        j.fault_missed = _missed(made.shape.fault, injector.not_reached, drains)
+    elif made.shape.fault == "throttled-sweep" and injector.evidence["rejected"] < 2:
+        j.fault_missed = "APF rejected no request of the sweep (only the probe's): the storm missed it"
+    j.after_fault = injector.settle(lambda: twin_mod.leftovers(kube))
     j.changed = twin_mod.changed(before, twin_mod.others(kube))
     j.left = twin_mod.leftovers(kube)
     return j
+
+
+def _missed(fault: str, why: str, drains: dict[str, str]) -> str:
+    """Why a fault was not injected, where that is the test's fault; "" where the shape left the run no drain to
+    make (every drain check not established or skipped: the row says "not reached")."""
+    if fault.endswith("-mid-drain") and drains and all(o in ("not established", "skipped") for o in drains.values()):
+        return ""
+    return why

@@ -7,7 +7,8 @@ node, so no node is whole), cordoned and tainted nodes, nodes not labelled disru
 identity without the disruptive role, another DRA driver with the same generic labels,
 PodSecurity ``restricted`` enforced by default, a LimitRange and a device quota furnished into
 every new namespace, a second run of the harness at the same time, simulated nodes allowed
-beside a platform team's tolerate-all DaemonSet and hostname-spread Deployment. The
+beside a platform team's tolerate-all DaemonSet and hostname-spread Deployment, and a fault while the
+run goes on (:data:`~dra_harness.providers.embedded.twin.FAULTS`, injected by :mod:`.faults`). The
 seed is printed with every shape, so a failure reproduces: ``python -m tests.integration.twins
 --seed N``.
 """
@@ -17,7 +18,9 @@ from __future__ import annotations
 import random
 import time
 
-from dra_harness.providers.embedded.twin import DRIVER_FORMS, Shape
+import dataclasses
+
+from dra_harness.providers.embedded.twin import DRIVER_FORMS, FAULTS, Shape
 
 
 def daily_seed() -> int:
@@ -40,7 +43,7 @@ def draw(seed: int, nodes: int, gpus: int) -> Shape:
                 held[node] += count
                 holdings.append((node, count))
     everyone = list(range(nodes))
-    return Shape(
+    shape = Shape(
         seed=seed,
         driver=rng.choice(DRIVER_FORMS),
         shell_image=rng.random() < 0.5,
@@ -58,3 +61,24 @@ def draw(seed: int, nodes: int, gpus: int) -> Shape:
         tolerate_all=rng.random() < 0.4,
         hostname_spread=rng.random() < 0.4,
     )
+    # Drawn last, so the shapes of earlier seeds keep every other dimension.
+    return with_fault(shape, rng.choice(("", *FAULTS)), nodes)
+
+
+def with_fault(shape: Shape, fault: str, nodes: int) -> Shape:
+    """``shape`` with ``fault`` and what the fault needs to happen: two runs to skew, one run to kill or throttle
+    (a storm on the identity both share would hit the other's tests), a drain the run may make (the disruptive role,
+    and the last node, the real one where there is one, drainable)."""
+    if fault == "clock-skew":
+        return dataclasses.replace(shape, fault=fault, runs=2)
+    if fault == "throttled-sweep":
+        return dataclasses.replace(shape, fault=fault, runs=1)
+    if fault.endswith("-mid-drain"):
+        last = nodes - 1
+
+        def without(positions: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(p for p in positions if p != last)
+
+        return dataclasses.replace(shape, fault=fault, runs=1, disruptive_role=True, cordoned=without(shape.cordoned),
+                                   tainted=without(shape.tainted), not_disruptable=without(shape.not_disruptable))
+    return dataclasses.replace(shape, fault=fault)

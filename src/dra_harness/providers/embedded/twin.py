@@ -14,8 +14,9 @@ A :class:`Shape` says how this staging cluster differs from the one the checks w
 written on (the driver's DaemonSet under another release name, or no pod at all; no
 pullable probe image; tenants holding devices down to no whole node free; cordoned and
 tainted nodes; an identity without the disruptive role; PodSecurity ``restricted`` by default, a
-LimitRange and a device quota in every new namespace (:mod:`.twin_policies`); two runs at once). ``Shape()`` is the fixed twin;
-``tests/integration/twins`` draws others from a seed.
+LimitRange and a device quota in every new namespace (:mod:`.twin_policies`); two runs at once; a fault
+while the run goes on: :data:`FAULTS`). ``Shape()`` is the fixed twin; ``tests/integration/twins`` draws
+others from a seed and injects the faults.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ DRIVER_FORMS = ("profile-daemonset", "release-daemonset", "processes")
 RELEASE_NAMESPACE, RELEASE_NAME = "acme-gpu", "acme-dra-kubeletplugin"
 #: The label a driver's namespace carries where PodSecurity is enforced by default.
 PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+#: What goes wrong while a shape's run goes on: one run's clock a minute ahead of the other's; the API server away
+#: for a minute from the moment a drain cordons; pytest killed with SIGKILL mid-drain; every write of the run's
+#: identity answered 429 by API Priority and Fairness from its last test's teardown on (its clean-up and sweep).
+FAULTS = ("clock-skew", "api-away-mid-drain", "kill-mid-drain", "throttled-sweep")
 MAINTENANCE_TAINT = {"key": "maintenance.example.com/reboot", "value": "pending", "effect": "NoSchedule"}
 
 
@@ -89,6 +94,7 @@ class Shape:
     simulated_nodes: int = 0  # the run may add this many simulated nodes (--allow-contention --simulated-nodes)
     tolerate_all: bool = False  # a tenant's DaemonSet that tolerates every taint (a log shipper)
     hostname_spread: bool = False  # a tenant's Deployment spread over hostnames with DoNotSchedule
+    fault: str = ""  # one of FAULTS, injected while the run goes on ("": none)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
@@ -97,7 +103,7 @@ class Shape:
                 f"other driver {self.other_driver}, pod security {self.pod_security or 'privileged'}, "
                 f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}, "
                 f"simulated nodes allowed {self.simulated_nodes}, tolerate-all DaemonSet {self.tolerate_all}, "
-                f"hostname-spread Deployment {self.hostname_spread}")
+                f"hostname-spread Deployment {self.hostname_spread}, fault {self.fault or 'none'}")
 
 
 @dataclass(frozen=True)
