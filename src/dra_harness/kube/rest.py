@@ -23,9 +23,9 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -35,6 +35,7 @@ from dra_harness.errors import KubeApiError
 from dra_harness.kube.types import Obj
 
 log = logging.getLogger("dra_harness.kube")
+T = TypeVar("T")
 
 
 class ApiError(KubeApiError):
@@ -70,9 +71,25 @@ def transient(error: BaseException) -> bool:
     return isinstance(error, Unreachable) or (isinstance(error, ApiError) and (error.status == 429 or error.status >= 500))
 
 
+def answered(call: Callable[[], T], within_s: float, every_s: float = 1.0) -> T:
+    """``call()``, asked again while the API server does not answer or turns it away for a moment (:func:`transient`)
+    for up to ``within_s`` (a control-plane restart, a storm of 429s); then its last error."""
+    end = time.monotonic() + within_s
+    while True:
+        try:
+            return call()
+        except (ApiError, Unreachable) as e:
+            if not transient(e) or time.monotonic() + every_s > end:
+                raise
+            log.info("%s; again in %.1fs", str(e).splitlines()[0] if str(e) else type(e).__name__, every_s)
+        time.sleep(every_s)
+
+
 _ERRORS = {404: NotFound, 409: Conflict, 410: Gone}
 #: How long a request turned away as busy (429 before processing) is retried before its error is raised.
 BUSY_RETRY_S = 30.0
+#: How long after this client last found the API server unreachable a 401/403 is taken for a server still starting.
+RESTART_GRACE_S = 30.0
 
 #: (group, plural) -> kind of every :class:`Resource` made, so a logged path names its kind.
 _KINDS: dict[tuple[str, str], str] = {}
@@ -143,6 +160,7 @@ class Kube:
     def __init__(self, configuration: client.Configuration) -> None:
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
+        self._unreachable_at = -RESTART_GRACE_S  # never, as far as this client knows
         ctx = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
         if not configuration.verify_ssl:
             ctx.check_hostname = False
@@ -192,9 +210,25 @@ class Kube:
                 return self._request_once(method, url, path, params, body, content_type, timeout)
             except ApiError as e:
                 wait = _busy_wait(e, method)
+                if wait is None and e.status in (401, 403) and self._restarting():
+                    wait = 0.5  # a server just (re)started refuses until its authorizer's caches fill: not an answer yet
                 if wait is None or time.monotonic() + wait > retry_until:
                     raise
                 time.sleep(wait)
+
+    def _restarting(self) -> bool:
+        """Whether the API server may still be starting: this client found it unreachable less than
+        :data:`RESTART_GRACE_S` ago, or its ``/readyz`` says it is not ready (a 500 naming the checks that fail; a
+        4xx there says nothing: a server just started may refuse that path too, and some clusters lock it)."""
+        if time.monotonic() - self._unreachable_at < RESTART_GRACE_S:
+            return True
+        try:
+            self.raw("/readyz", timeout=2.0)
+        except ApiError as e:
+            return e.status >= 500
+        except Unreachable:
+            return True
+        return False
 
     def _request_once(
         self, method: str, url: str, path: str, params: dict[str, Any] | None, body: Any,
@@ -220,6 +254,7 @@ class Kube:
                         raise
         except urllib3.exceptions.HTTPError as e:
             _log_call(method, path, params, body, None, f"unreachable ({e.__class__.__name__})", started)
+            self._unreachable_at = time.monotonic()
             raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
         data = resp.data.decode(errors="replace")
         if resp.status >= 400:

@@ -37,7 +37,7 @@ from dra_harness import providers
 from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.sweep import sweep_run
-from dra_harness.providers.lock import ClusterLock
+from dra_harness.providers.lock import AWAY_SECONDS, ClusterLock
 from dra_harness.checks.disruption import Disruptor
 from dra_harness.report.evidence import Evidence
 from dra_harness.kube import policy, rest
@@ -155,37 +155,45 @@ def _locked(run_id: str, kind: str, operation: int) -> Iterator[None]:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None or RUN_ID not in config.stash:
         return
+    clean = False
     try:
         with lifetime.cleaning_up():
-            _clean_up(config)
+            clean = _clean_up(config)
     finally:
-        shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
         watchdog = config.stash.get(_WATCHDOG, None)
-        if watchdog is not None:  # our own cleanup is done: nothing is left for it
+        if watchdog is None or clean:  # our own cleanup is done: nothing is left for it
+            shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
+        if watchdog is not None and clean:
             watchdog.kill()
             watchdog.wait()
+        elif watchdog is not None:
+            # An API server away longer than our sweep's deadline: the watchdog sweeps once more when we are gone.
+            sys.stderr.write(f"dra-harness: its watchdog (pid {watchdog.pid}) sweeps run {_run_id(config)} again once "
+                             "this process has ended\n")
 
 
-def _clean_up(config: pytest.Config) -> None:
+def _clean_up(config: pytest.Config) -> bool:
+    """Take the run off its cluster; whether nothing of it is left."""
     provider = config.stash[PROVIDER]
     if not config.stash.get(INPUTS_OK, False):
-        return  # bad input: nothing was started or created
+        return True  # bad input: nothing was started or created
     if provider.outlives_run:
-        _sweep(config)
-    else:
-        provider.close()  # the run's own cluster, and everything in it
+        return _sweep(config)
+    provider.close()  # the run's own cluster, and everything in it
+    return True
 
 
-def _sweep(config: pytest.Config) -> None:
-    """Delete what this run created on a cluster that outlives it."""
+def _sweep(config: pytest.Config) -> bool:
+    """Delete what this run created on a cluster that outlives it; whether nothing is left."""
     try:
         kube = config.stash[PROVIDER].connect()
         left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
     except HarnessError as e:  # a kubeconfig gone bad, an API server gone, a cluster gone: say so, one line
         sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
-        return
+        return False
     if left:
         sys.stderr.write(f"dra-harness: objects of run {_run_id(config)} still present after cleanup: {', '.join(left)}\n")
+    return not left
 
 
 @pytest.fixture(scope="session")
@@ -222,7 +230,7 @@ _PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if call.excinfo is not None:
-        refused = policy.policy_refusal(call.excinfo.value)
+        refused = policy.policy_refusal(call.excinfo.value) or _api_away(call.excinfo.value)
         if call.excinfo.errisinstance((NotEstablished, LockLost)) or refused:
             # The harness could not test: reported as a skip whose reason the report reads as "not established".
             # A lost lease too: the cluster was not the run's alone (an API server away longer than the lease, a
@@ -233,6 +241,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {results.as_not_established(why)}")
     item.stash.setdefault(_PHASES, {})[report.when] = report
     return report
+
+
+def _api_away(error: BaseException) -> str | None:
+    """Why a request that ended a test never reached a verdict: the API server did not answer, or turned it away as
+    too busy (429). Not a 5xx: a webhook of the driver's that fails is answered 500, and that is the product's."""
+    if isinstance(error, rest.Unreachable) or (isinstance(error, rest.ApiError) and error.status == 429):
+        return f"the API server did not take the test's request: {one_line(error)}"
+    return None
 
 
 def _failed(item: pytest.Item) -> bool:
@@ -291,6 +307,9 @@ def _cluster_lock(request: pytest.FixtureRequest, run_id: str) -> Iterator[None]
             del request.node.stash[_SECTION_LOCK]
 
 
+#: How long a test's teardown asks again for its namespace's deletion while the API server is away or busy.
+NAMESPACE_DELETE_S = 30.0
+_LEFT_NAMESPACES = pytest.StashKey[list[str]]()
 _SECTION_LOCK = pytest.StashKey[ClusterLock]()
 _LOST_REPORTED = pytest.StashKey[bool]()
 
@@ -322,6 +341,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
     kube = cluster.kube
     slug = results.slug(request.node.nodeid)
     exclusive = _exclusive(request.node)
+    _delete_left_namespaces(request.config, cluster)
     if exclusive:
         cluster.wait_until_quiet()
     name = f"dra-{slug}-{uuid.uuid4().hex[:5]}"[:63]
@@ -336,22 +356,44 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
         report_dir = request.config.getoption("--report-dir")
         _record_allocations(kube, name, report_dir, request.node.nodeid)
         if _failed(request.node):
-            failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver, cluster.driver_log),
-                                  Path(report_dir) if report_dir else None, slug)
+            try:
+                failure_evidence.save(failure_evidence.collect(kube, name, cluster.driver, cluster.driver_log),
+                                      Path(report_dir) if report_dir else None, slug)
+            except KubeApiError as e:  # evidence, never a verdict of its own
+                log.warning("evidence of %s not saved: %s", name, one_line(e))
             keep = request.config.getoption("--keep-on-failure")
         if keep:
             kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
         else:
             try:
-                cluster.delete_namespace(name)
+                # Throttled (429) or the API server away for a while: asked again, since the next exclusive test waits
+                # for this one's devices; then the test's verdict stands and the end-of-run sweep, which retries,
+                # takes the namespace (it carries the run label).
+                rest.answered(lambda: cluster.delete_namespace(name), NAMESPACE_DELETE_S)
             except (rest.ApiError, rest.Unreachable) as e:
                 if not rest.transient(e):
                     raise
-                # Throttled (429) or the API server away: the test's verdict stands; the end-of-run sweep, which
-                # retries, takes the namespace (it carries the run label).
                 log.warning("namespace %s left to the end-of-run sweep: %s", name, one_line(e))
+                request.config.stash.setdefault(_LEFT_NAMESPACES, []).append(name)
         if exclusive:
             cluster.wait_until_quiet()
+
+
+def _delete_left_namespaces(config: pytest.Config, cluster: ClusterHandle) -> None:
+    """Delete the namespaces earlier teardowns left to the sweep (the API server was away or busy then): their
+    pods hold devices this test may need, and an exclusive test waits until no claim holds one."""
+    left = config.stash.get(_LEFT_NAMESPACES, [])
+    for name in list(left):
+        try:
+            rest.answered(lambda: cluster.delete_namespace(name), AWAY_SECONDS)  # noqa: B023 - called at once
+        except rest.NotFound:
+            pass
+        except (rest.ApiError, rest.Unreachable) as e:
+            if not rest.transient(e):
+                raise
+            log.warning("namespace %s still left to the end-of-run sweep: %s", name, one_line(e))
+            continue
+        left.remove(name)
 
 
 def _record_allocations(kube: Kube, namespace: str, report_dir: str | None, test: str) -> None:

@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dra_harness.errors import LockLost, LockTimeout
 from dra_harness.kube import rest
@@ -61,7 +62,11 @@ EXCLUSIVE = "dra-harness-exclusive"
 KIND_LABEL = "dra-harness.io/lock"
 #: A holder that stops renewing (killed) is ignored this long after a waiter first sees its lease unchanged.
 LEASE_SECONDS = 45.0
+#: How long taking the lock rides out an API server that does not answer or turns requests away (429, 5xx): a
+#: control-plane upgrade or restart. Longer, and the test that waits for it is told (not established).
+AWAY_SECONDS = 120.0
 _counter = itertools.count()
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -108,6 +113,7 @@ class ClusterLock:
         self.renew_every = lease_s / 4
         self.renew_deadline = lease_s * 2 / 3
         self.poll_s = min(1.0, lease_s / 4)
+        self.away_s = AWAY_SECONDS
         self.clock: Callable[[], float] = time.monotonic
         self.wall: Callable[[], dt.datetime] = _now
         #: Set once any lease of this lock was lost; :meth:`ensure_held` says which and why.
@@ -314,6 +320,11 @@ class ClusterLock:
             raise LockTimeout(f"run {self.run_id} waited {self.wait_s:.0f}s for {waiting_for} "
                               f"(leases in namespace {self.namespace})")
 
+    def _answered(self, call: Callable[[], T]) -> T:
+        """``call()`` through an API server away or busy for up to :attr:`away_s`; then its last error (the test
+        waiting on the lock is not established, see the plugin)."""
+        return rest.answered(call, self.away_s, self.poll_s)
+
     # -- the lock -----------------------------------------------------------------------
     @contextmanager
     def shared(self) -> Iterator[None]:
@@ -321,8 +332,8 @@ class ClusterLock:
         name = f"dra-harness-s-{self.run_id}-{os.getpid()}-{next(_counter)}"[:63]
         started = self.clock()
         while True:
-            self._create(name, "shared")
-            holder = self._exclusive_holder()
+            self._answered(lambda: self._create(name, "shared"))
+            holder = self._answered(self._exclusive_holder)
             if holder is None or _run_of(holder) == self.run_id:
                 break
             self._release(name)  # step back: another run's exclusive section goes first
@@ -340,13 +351,13 @@ class ClusterLock:
         """Hold the exclusive lease for the block, once no other run's test runs; raises
         :class:`LockLost` at its end (or at the start) if the lease was lost."""
         started = self.clock()
-        while not self._create(EXCLUSIVE, "exclusive"):
-            holder = self._exclusive_holder()
+        while not self._answered(lambda: self._create(EXCLUSIVE, "exclusive")):
+            holder = self._answered(self._exclusive_holder)
             if holder is not None:
                 self._waited_too_long(started, f"run {_run_of(holder)}'s exclusive section")
                 time.sleep(self.poll_s)
         try:
-            while readers := self._others("shared"):
+            while readers := self._answered(lambda: self._others("shared")):
                 runs = sorted({_run_of(r) for r in readers})
                 self._waited_too_long(started, f"tests of run(s) {', '.join(runs)} to finish")
                 time.sleep(min(0.5, self.poll_s))

@@ -87,8 +87,9 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
             (f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
             for o in _ours(kube, res, namespace, sel))
 
+    kinds = rest.answered(lambda: _kinds(kube, selector, lease_namespace), max(0.0, deadline - time.monotonic()))
     lists = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
-             *(listing(res, namespace, sel) for res, namespace, sel in _kinds(kube, selector, lease_namespace)),
+             *(listing(res, namespace, sel) for res, namespace, sel in kinds),
              listing(rest.NAMESPACES, None, selector)]
     failed = settle(lists, deadline)
     failed |= settle(found, deadline)

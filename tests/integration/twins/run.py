@@ -106,7 +106,8 @@ class Judgement:
     def row(self) -> str:
         return (f"| {self.shape.seed} | {self.outcomes['passed']} | {self.outcomes['not established']} | "
                 f"{self.outcomes['skipped']} | {self.outcomes['failed'] + self.outcomes['error']} | {self.seconds / 60:.1f} |"
-                + (f" {self.shape.fault}: {self.fault or 'not reached'} |" if self.shape.fault else ""))
+                + (f" {self.shape.fault}: {self.fault or 'not reached'}{'; ' + self.after_fault if self.after_fault else ''} |"
+                   if self.shape.fault else ""))
 
     def explain(self) -> str:
         lines = [self.shape.describe(), f"{self.seconds:.0f}s, exit {self.exit_code}, {dict(self.outcomes)}"]
