@@ -2,12 +2,16 @@
 
 The example driver on every twin is healthy, so a FAIL is always the harness blaming the cluster
 for one of its own assumptions; "not established" with the preflight's fact is the honest answer.
+Most shapes also draw a fault injected while the run goes on (clock skew between two runs, the API
+server away a minute mid-drain, pytest killed mid-drain, a storm of 429s on the run's writes from
+API Priority and Fairness during its clean-up): the same judgement holds through it.
 The seed changes every day and is printed: ``python -m tests.integration.twins --seed N --shapes 1``
 reproduces a shape. ``DRA_HARNESS_TWIN_SEED`` pins it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -15,6 +19,7 @@ import pytest
 from dra_harness.kube import builders, rest
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
+from dra_harness.providers.embedded.twin import Shape
 from dra_harness.report.results import read_results
 
 from .twins import run, shapes
@@ -62,6 +67,27 @@ def test_a_real_fault_planted_in_a_twin_still_fails_so_not_established_cannot_sw
     assert shared and shared[0]["outcome"] == "failed", (shared_out.stdout + shared_out.stderr)[-2000:]
     assert "is allocated to 2 claims: tenant-planted/first, tenant-planted/second" in shared[0]["message"], shared[0]
     assert shared_out.returncode == 1
+
+
+def test_the_faults_catch_the_rules_they_are_drawn_against_put_back_as_before(binaries, tmp_path):
+    """Negative controls of the drawn faults, on the fixed twin: a cordon without its record on the node (as the
+    harness patched it before) outlives a kill mid-drain, and a sweep that takes a 429 for an answer leaves the
+    run's last namespace under the storm. (The skew's and the API server's controls are test_cluster_lock_overlap
+    and test_api_server_restart: which run takes over whose Lease is a matter of timing in a whole run.)"""
+    kill = dataclasses.replace(Shape(), fault="kill-mid-drain")
+    with run.twin_cluster(kill, tmp_path / "twin") as (cluster, made):
+        cordon = run.judge(cluster, made, tmp_path / "cordon", old="cordon")
+        print(cordon.explain())
+        assert cordon.fault and not cordon.ok
+        node = cordon.fault.rsplit(" cordoned ", 1)[1]
+        assert f"changed: Node/{node}" in cordon.changed, cordon.explain()
+        for line in cordon.changed:  # the operator undoes them (the old restore could not either: no record)
+            cluster.kube().patch(rest.NODES, line.rsplit("Node/", 1)[1], {"spec": {"unschedulable": None}})
+        stormy = dataclasses.replace(made, shape=dataclasses.replace(made.shape, fault="throttled-sweep"))
+        sweep = run.judge(cluster, stormy, tmp_path / "sweep", old="sweep", extra=("-k", "unsatisfiable_selector"))
+        print(sweep.explain())
+    assert sweep.fault and not sweep.ok
+    assert any(x.startswith("namespace/dra-test-an-unsatisfiable") for x in sweep.left), sweep.explain()
 
 
 def _hand_one_device_to_two_pods(kube, node: str, pool: str, device: str) -> None:

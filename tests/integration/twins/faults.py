@@ -3,8 +3,9 @@
 Each fault is one a CI pipeline meets on a shared cluster (issue #34), injected through the
 real thing, never a stand-in:
 
-- ``clock-skew``: the second run's clock a minute ahead (libfaketime preloaded into its
-  process), both runs taking turns through the cluster's Leases;
+- ``clock-skew``: the second run's wall clock a minute ahead (every Lease it writes stamped by
+  it, see :mod:`.hooks`), both runs taking turns through the cluster's Leases; the skew is
+  measured on the Leases themselves (``acquireTime`` against the server's creation time);
 - ``api-away-mid-drain``: the API server killed the moment the run cordons a node, and
   started again a minute later (longer than the run's lease lasts);
 - ``kill-mid-drain``: the run's pytest killed with SIGKILL two seconds after it cordons a
@@ -22,7 +23,7 @@ not (``not_reached``: the run never drained, say, because the shape left no node
 from __future__ import annotations
 
 import base64
-import json
+import datetime as dt
 import os
 import signal
 import socket
@@ -38,12 +39,13 @@ from urllib.parse import urlparse
 import psutil
 import yaml
 
-from dra_harness.components import prereqs
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
+from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.providers.embedded.twin import CI_NAMESPACE, Twin
+from dra_harness.providers.lock import KIND_LABEL, LEASES
 
 SKEW_S = 60
 API_AWAY_S = 60.0
@@ -52,12 +54,12 @@ API_AWAY_S = 60.0
 STORM_S = 45.0
 #: How long the watchdog of a killed run may take to uncordon and sweep.
 WATCHDOG_S = 180.0
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 #: The pytest plugin the run under test loads for faults that must act at a point in its life (``throttled-sweep``).
 HOOKS = "tests.integration.twins.hooks"
 GATE_ENV = "DRA_HARNESS_TWIN_GATE"
 #: Put one rule of the harness back as it was before #34 in the run under test (negative controls; see hooks).
 OLD_ENV = "DRA_HARNESS_TWIN_OLD"
+SKEW_ENV = "DRA_HARNESS_TWIN_SKEW_S"
 
 FLOW_GROUP = "flowcontrol.apiserver.k8s.io"
 FLOW_SCHEMAS = rest.Resource(FLOW_GROUP, "v1", "flowschemas", "FlowSchema", False)
@@ -92,15 +94,14 @@ class Injector:
         if self.old:
             env[OLD_ENV] = self.old
         if self.fault == "clock-skew" and i == 1:
-            prereqs.ensure(["libfaketime"], "a clock-skewed twin run")
-            # The wall clock only: another machine's monotonic clock is unrelated to ours anyway.
-            env.update(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=f"+{SKEW_S}s", FAKETIME_DONT_FAKE_MONOTONIC="1")
+            env[SKEW_ENV] = str(SKEW_S)
         if self._gate is not None:
             env[GATE_ENV] = str(self._gate)
         return env
 
     def args(self, i: int) -> list[str]:
-        return ["-p", HOOKS] if self._gate is not None or self.old else []
+        skewed = self.fault == "clock-skew" and i == 1
+        return ["-p", HOOKS] if self._gate is not None or self.old or skewed else []
 
     def started(self, i: int, proc: subprocess.Popen) -> None:
         self._procs[i] = proc
@@ -111,12 +112,10 @@ class Injector:
             self._gate = Path(tempfile.mkdtemp(prefix="dra-harness-twin-gate-"))
             self._storm_token = _jail(self.cluster.kube())
         target = {"api-away-mid-drain": self._api_away, "kill-mid-drain": self._kill,
-                  "throttled-sweep": self._storm}.get(self.fault)
+                  "throttled-sweep": self._storm, "clock-skew": self._measure_skew}.get(self.fault)
         if target is not None:
             self._thread = threading.Thread(target=self._guarded, args=(target,), daemon=True)
             self._thread.start()
-        elif self.fault == "clock-skew":
-            self.injected = f"run 1's wall clock {SKEW_S} s ahead of run 0's (libfaketime)"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -154,6 +153,30 @@ class Injector:
                 return sorted(now - before)[0]
             time.sleep(0.1)
         return None
+
+    def _measure_skew(self) -> None:
+        """How far ahead of the API server each run's clock stamps its Leases: ``acquireTime`` (the run's clock)
+        against ``creationTimestamp`` (the server's, whole seconds)."""
+        kube, ahead = self.cluster.kube(), {}
+        while not self._done.wait(0.3):
+            try:
+                leases = kube.list(LEASES, "default", label_selector=KIND_LABEL)
+            except (rest.ApiError, rest.Unreachable):
+                continue
+            held = {(lo["metadata"]["labels"].get(RUN_LABEL), lo["metadata"]["labels"].get(KIND_LABEL)) for lo in leases}
+            if len({run for run, _ in held}) > 1 and any(kind == "exclusive" for _, kind in held):
+                self.evidence["contended"] = self.evidence.get("contended", 0) + 1  # both runs' leases at once
+            for lease in leases:
+                run = lease["metadata"]["labels"].get(RUN_LABEL, "?")
+                stamped = dt.datetime.fromisoformat(lease["spec"]["acquireTime"].replace("Z", "+00:00"))
+                created = dt.datetime.fromisoformat(lease["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+                ahead[run] = max(ahead.get(run, -1e9), (stamped - created).total_seconds())
+        self.evidence["ahead"] = ahead
+        if len(ahead) == 2:
+            self.injected = ("run clocks ahead of the API server's by " + " and ".join(f"{s:.0f} s" for s in sorted(ahead.values()))
+                             + f"; an exclusive Lease beside the other run's seen {self.evidence.get('contended', 0)} times")
+        else:
+            self.not_reached = f"Leases of {len(ahead)} run(s) seen, not 2: the runs never took turns"
 
     def _api_away(self) -> None:
         node = self._newly_cordoned()
@@ -217,15 +240,6 @@ class Injector:
         self.evidence["watchdog_s"] = round(took, 1)
         return f"the watchdog left {left} {took:.0f} s after the kill" if left else \
             f"nothing of the run left and no cordon recorded {took:.0f} s after the kill (the watchdog's sweep)"
-
-
-def run_id_of(report_dir: Path) -> str:
-    return json.loads((report_dir / "run.json").read_text())["run_id"]
-
-
-def started_at(report_dir: Path) -> float:
-    """The run's start by its own wall clock, as it recorded it."""
-    return json.loads((report_dir / "run.json").read_text())["started"]
 
 
 def _pytest_of(proc: subprocess.Popen | None) -> psutil.Process | None:

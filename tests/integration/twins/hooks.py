@@ -9,6 +9,9 @@ fault catching the old behaviour.
   any shape and leaves objects to take off (:data:`LAST`: a claim and a pending pod in its
   namespace, its Lease), so the storm meets the run's whole clean-up: that namespace, the
   session's objects, the Leases, the sweep.
+- ``DRA_HARNESS_TWIN_SKEW_S=S``: this run's wall clock is S seconds ahead, as another machine's may be:
+  every Lease the run writes is stamped by it (libfaketime cannot do this for Python 3.11:
+  its ``time.sleep`` fails with EINVAL under it).
 - ``DRA_HARNESS_TWIN_OLD=RULE``: ``sweep`` (a step turned away with 429 is not tried again),
   ``lock`` (a lease is expired once its ``renewTime`` is older than its duration by this
   process's clock), ``cordon`` (a cordon is a plain patch, no record on the node),
@@ -27,7 +30,7 @@ import pytest
 from dra_harness.errors import LockLost
 from dra_harness.kube import rest
 
-GATE_ENV, OLD_ENV = "DRA_HARNESS_TWIN_GATE", "DRA_HARNESS_TWIN_OLD"
+GATE_ENV, OLD_ENV, SKEW_ENV = "DRA_HARNESS_TWIN_GATE", "DRA_HARNESS_TWIN_OLD", "DRA_HARNESS_TWIN_SKEW_S"
 GATE_WAIT_S = 60.0
 OLD_RULES = ("sweep", "lock", "cordon", "lock-lost")
 #: Moved to the end of the run under a storm: it needs no free device and leaves a claim and a pod to take off.
@@ -35,6 +38,10 @@ LAST = "test_an_unsatisfiable_selector_leaves_the_pod_pending_with_the_scheduler
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if skew := float(os.environ.get(SKEW_ENV) or 0):
+        from dra_harness.providers import lock
+
+        lock._now = lambda: dt.datetime.now(dt.UTC) + dt.timedelta(seconds=skew)
     old = os.environ.get(OLD_ENV, "")
     if old == "sweep":
         from dra_harness.providers import sweep
