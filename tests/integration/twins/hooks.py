@@ -14,8 +14,7 @@ fault catching the old behaviour.
   its ``time.sleep`` fails with EINVAL under it).
 - ``DRA_HARNESS_TWIN_OLD=RULE``: ``sweep`` (a step turned away with 429 is not tried again),
   ``lock`` (a lease is expired once its ``renewTime`` is older than its duration by this
-  process's clock), ``cordon`` (a cordon is a plain patch, no record on the node),
-  ``lock-lost`` (a test whose lease was lost fails, instead of being not established).
+  process's clock), ``cordon`` (a cordon is a plain patch, no record on the node).
 """
 
 from __future__ import annotations
@@ -27,12 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.errors import LockLost
 from dra_harness.kube import rest
 
 GATE_ENV, OLD_ENV, SKEW_ENV = "DRA_HARNESS_TWIN_GATE", "DRA_HARNESS_TWIN_OLD", "DRA_HARNESS_TWIN_SKEW_S"
 GATE_WAIT_S = 60.0
-OLD_RULES = ("sweep", "lock", "cordon", "lock-lost")
+OLD_RULES = ("sweep", "lock", "cordon")
 #: Moved to the end of the run under a storm: it needs no free device and leaves a claim and a pod to take off.
 LAST = "test_an_unsatisfiable_selector_leaves_the_pod_pending_with_the_schedulers_reason"
 
@@ -67,14 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
             return True
 
         node_changes.cordon = unrecorded
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = yield
-    if os.environ.get(OLD_ENV) == "lock-lost" and call.excinfo is not None and call.excinfo.errisinstance(LockLost):
-        report.outcome, report.longrepr = "failed", str(call.excinfo.value)
-    return report
 
 
 @pytest.hookimpl(trylast=True)
