@@ -191,8 +191,10 @@ def test_a_suite_whose_wait_spans_an_api_server_restart_passes(small_cluster, tm
     print(f"suite test across an API server restart: {took:.1f}s")
 
 
-def test_without_reconnects_the_same_restart_fails_the_suite(small_cluster, tmp_path):
-    """Negative control: with waits that give up on an unreachable server, the same restart is a false FAIL."""
+def test_without_reconnects_the_same_restart_costs_the_verdict(small_cluster, tmp_path):
+    """Negative control: with waits that give up on an unreachable server, the same restart leaves no verdict (the
+    test is not established: the API server did not take its request; a false FAIL before a test's unanswered
+    request counted as the server away)."""
     out, _, restarted = _suite_across_a_restart(small_cluster, tmp_path, RESTART_NO_RECONNECT="1")
     assert restarted
-    assert out.returncode == 1 and "1 failed" in out.stdout and "unreachable" in out.stdout, out.stdout[-3000:]
+    assert "1 passed" not in out.stdout and "1 skipped" in out.stdout, out.stdout[-3000:]
