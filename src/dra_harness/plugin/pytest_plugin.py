@@ -317,8 +317,8 @@ _LOST_REPORTED = pytest.StashKey[bool]()
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A test whose lease on a shared cluster was lost while it ran ends with :class:`LockLost` (not established, see
-    makereport), even if its body passed: another run may have disrupted it, or it another run. A disruptive test is stopped earlier,
-    at its disruptor's next step (the disruptor's guard), and its ``restoring()`` runs on the way out."""
+    makereport), even if its body passed: another run may have disrupted it, or it another run. A disruptive test is
+    stopped earlier, at its disruptor's next step (the disruptor's guard), and its ``restoring()`` runs on the way out."""
     lock = item.stash.get(_SECTION_LOCK, None)
     try:
         result = yield
