@@ -73,7 +73,6 @@ class Injector:
 
     cluster: LocalCluster
     made: Twin
-    runs: int
     old: str = ""  # a rule put back as before #34 in the runs (negative controls)
     injected: str = ""
     not_reached: str = ""

@@ -127,7 +127,7 @@ def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str
     kube = cluster.kube()
     before = twin_mod.others(kube)
     dirs = [report_dir] if made.shape.runs == 1 else [report_dir / f"run-{i}" for i in range(made.shape.runs)]
-    with faults.Injector(cluster, made, len(dirs), old) as injector:
+    with faults.Injector(cluster, made, old) as injector:
         with ThreadPoolExecutor(len(dirs)) as pool:
             runs = list(pool.map(lambda i: run_main_job(made, dirs[i], *injector.args(i), *extra, env=injector.env(i),
                                                         on_start=lambda p: injector.started(i, p)), range(len(dirs))))
