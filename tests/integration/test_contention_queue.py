@@ -31,9 +31,9 @@ LOW_RUN_WALL_S = 12.0      # 2 h at 600x
 CHECKPOINT_WALL_S = 1.5    # 15 min at 600x
 
 
-def _run(cluster, scenario: Path, out: Path) -> subprocess.CompletedProcess:
+def _run(cluster, scenario: Path, out: Path, clock: str = "wall") -> subprocess.CompletedProcess:
     proc = subprocess.run([*CLI, "contention", "run", str(scenario), "--no-probe", "--cluster-name", cluster.name,
-                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+                           "--out", str(out), "--clock", clock], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -85,4 +85,22 @@ def test_kueue_evicts_low_priority_work_for_high_priority_jobs_and_the_run_count
     assert control["jobs_lost"] == 0
     assert all(e["evictions"] == 0 for e in control["evictions"].values()), control["evictions"]
     assert _tier(control, "hi")["wait_wall_s"]["max"] > 5.0, _tier(control, "hi")
+    _nothing_left(small_cluster)
+
+
+def test_in_virtual_time_kueue_evicts_at_the_arrival_and_the_evicted_job_runs_only_the_work_left(small_cluster, tmp_path):
+    """The same scenario on the virtual clock: evictions and re-queues are events of the step they happen in."""
+    _run(small_cluster, SCENARIOS / "evicts.yaml", tmp_path, clock="virtual")
+    queued = json.loads((tmp_path / "contention" / "queue-evicts-queue.json").read_text())
+    assert queued["clock"] == "virtual" and queued["jobs_lost"] == 0 and queued["jobs_completed"] == 6, queued["lost"]
+    ev = queued["evictions"]
+    assert ev["hi"]["evictions"] == 0 and ev["lo"]["evictions"] >= 1, ev
+    # Evicted in the step the high-priority job arrived in: no scenario time passes waiting for the control plane.
+    assert _tier(queued, "hi")["wait_s"]["max"] == 0.0, _tier(queued, "hi")
+    raw = json.loads((tmp_path / "contention" / "queue-evicts-queue-raw.json").read_text())
+    for name, job in raw["jobs"].items():
+        if job["evictions"]:
+            first, last = job["runs"][0], job["runs"][-1]
+            saved = (first[1] - first[0]) // 900 * 900  # 15-min checkpoints, in scenario seconds
+            assert abs((last[1] - last[0]) - (7200 - saved)) < 1.0, (name, job["runs"])
     _nothing_left(small_cluster)

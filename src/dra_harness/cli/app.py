@@ -97,6 +97,9 @@ main.add_command(compare)
 from dra_harness.cli.contention import bench_allocation, contention  # noqa: E402 - so do the contention commands
 
 main.add_command(contention)
+from dra_harness.cli.sizing import size  # noqa: E402 - `contention size` lives beside the group, in its own module
+
+contention.add_command(size)
 from dra_harness.cli.kind import kind  # noqa: E402
 
 main.add_command(kind)

@@ -148,3 +148,63 @@ def _out(out_dir: str | None) -> Path:
     from dra_harness.report import rundir
 
     return Path(out_dir or rundir.default_root() / uuid.uuid4().hex[:12]).resolve() / "bench"
+
+
+@bench.command("contention")
+@click.argument("scenario", type=click.Path())
+@click.option("--design", "designs", multiple=True, help="Default: every design the scenario defines.")
+@click.option("--cluster-name", help="A running embedded cluster (default: a fresh one, removed after).")
+@k8s_version_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>/bench.")
+def bench_contention(scenario: str, designs: tuple[str, ...], cluster_name: str | None, k8s_version: str,
+                     out_dir: str | None) -> None:
+    """Wall time of each design of SCENARIO in virtual time: what a machine-independent verdict costs here."""
+    from rich.table import Table
+
+    from dra_harness import heartbeat
+    from dra_harness.cli.common import embedded_cluster
+    from dra_harness.components import catalog
+    from dra_harness.contention import queue, runner
+    from dra_harness.contention.scenario import ScenarioError, load
+    from dra_harness.contention.settle import SchedulerQueue
+    from dra_harness.contention.topology import Topology
+    from dra_harness.providers.embedded import kueue
+
+    sc = load(scenario)
+    chosen = list(designs) or list(sc.designs)
+    if unknown := [d for d in chosen if d not in sc.designs]:
+        raise ScenarioError(f"scenario file {scenario}: designs.{unknown[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
+    out = _out(out_dir) / f"contention-{sc.name}"
+    before, rows = _load(), []
+    with embedded_cluster(cluster_name, k8s_version, err, "bench") as (cluster, kube, version):
+        topo = Topology(kube, sc, uuid.uuid4().hex[:12])
+        scheduler = SchedulerQueue.of_embedded(cluster)
+        running = None
+        try:
+            topo.create()
+            if "queue" in chosen:
+                with heartbeat.status(err, f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
+                    running = kueue.start(cluster, kube, queue.device_classes(topo))
+            seen: list[runner.Reached] = []
+            for design in chosen:
+                seen.clear()
+                with heartbeat.Heartbeat(err.file, f"{sc.name} / {design} in virtual time", enabled=True,
+                                         describe=lambda: (f"{seen[-1].settled}/{seen[-1].total} jobs, scenario t="
+                                                           f"{heartbeat.duration(seen[-1].scenario_s())}") if seen else "setting up"):
+                    r = runner.run_design(kube, topo, design, out, version, scheduler=scheduler,
+                                          progress=lambda reached: seen.append(reached))
+                rows.append(r)
+        finally:
+            scheduler.close()
+            if running:
+                kueue.stop(cluster, kube, running)
+            topo.delete()
+    table = Table(title=f"{sc.name} in virtual time, Kubernetes {version}: wall time per design")
+    for heading in ("design", "jobs", "steps (settled)", "settle p50 / p95 ms", "wall s", "lost"):
+        table.add_column(heading, justify="left" if heading == "design" else "right")
+    for r in rows:
+        v, s = r["virtual"], r["virtual"]["settle_wall_s"]
+        table.add_row(r["design"], str(r["jobs_total"]), f"{v['steps']} ({v['settled']})",
+                      f"{(s['p50'] or 0) * 1000:.0f} / {(s['p95'] or 0) * 1000:.0f}", f"{r['wall_s']:.1f}", str(r["jobs_lost"]))
+    Console().print(table)
+    print(f"{before} before, {_load()} after; all designs {sum(r['wall_s'] for r in rows):.0f} s; JSON: {out}")

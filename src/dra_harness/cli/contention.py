@@ -37,6 +37,7 @@ from dra_harness.contention import bench as bench_mod
 from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
 from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
+from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.rest import Kube
 
@@ -84,14 +85,20 @@ def contention() -> None:
 @click.option("--cluster-name", help="Use this running embedded cluster instead of starting one.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Default: reports/out/<run-id>.")
 @click.option("--probe/--no-probe", default=True, show_default=True, help="Run the preemption probe first.")
+@click.option("--clock", type=click.Choice(["virtual", "wall"]), default="virtual", show_default=True,
+              help="virtual: scenario time moves from event to event once the control plane settled (waits do not "
+                   "depend on the machine); wall: compressed wall time, with the control-plane floor.")
 @click.option("--check-compression", is_flag=True,
-              help="Run the scenario again at half its time compression; exit 1 if an established verdict flips.")
+              help="With --clock wall: run the scenario again at half its time compression; exit 1 if an established verdict flips.")
 def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cluster_name: str | None,
-                   out_dir: str | None, probe: bool, check_compression: bool) -> None:
+                   out_dir: str | None, probe: bool, clock: str, check_compression: bool) -> None:
     """Run SCENARIO under each design; print per-tier waits; write JSON and PNGs to the run directory.
 
-    The control plane's floor is measured first: a tier whose tolerable wait is within ten floors
-    gets "not established" rather than a verdict that would rest on this machine's speed."""
+    In virtual time (the default) waits are scenario time by construction. In wall time the control
+    plane's floor is measured first: a tier whose tolerable wait is within ten floors gets "not
+    established" rather than a verdict that would rest on this machine's speed."""
+    if check_compression and clock == "virtual":
+        raise click.UsageError("--check-compression compares two wall-clock compressions: give --clock wall")
     sc = load(scenario)
     chosen = list(designs) or [d for d in DESIGNS if d in sc.designs]
     missing = [d for d in chosen if d not in sc.designs]
@@ -99,7 +106,8 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
         raise ScenarioError(f"scenario file {scenario}: designs.{missing[0]}: not defined in this scenario (has: {', '.join(sc.designs)})")
     run_id = uuid.uuid4().hex[:12]
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
-    compressions = [sc.time_compression] + ([sc.time_compression / 2] if check_compression else [])
+    # Wall time only: the file's compression, and half of it to check that no verdict was about the machine.
+    compressions = [] if clock == "virtual" else [sc.time_compression] + ([sc.time_compression / 2] if check_compression else [])
     runs: list[list[dict]] = []
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (cluster, kube, version):
         topo = Topology(kube, sc, run_id)
@@ -117,8 +125,17 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 console.print(f"preemption probe: freed by preemption: {probe_result['freed_by_preemption']}, "
                               f"high-priority wait {probe_result['high_priority_wait_s']} s (wall); "
                               f"scheduler: {probe_result['scheduler_message']!r}", highlight=False, markup=False)
+            if clock == "virtual":
+                scheduler = SchedulerQueue.of_embedded(cluster)
+                try:
+                    runs.append([_run_design(kube, topo, d, out, version, probe_result, None, scheduler) for d in chosen])
+                finally:
+                    scheduler.close()
+                print_table(runs[-1])
+                plots.designs(out / f"{sc.name}-designs.png", f"{sc.name}: p95 wait per design in virtual time (k8s {version})",
+                              runs[-1])
             walls = {}
-            for kind in sorted({floor_mod.kind(d) for d in chosen}):
+            for kind in sorted({floor_mod.kind(d) for d in chosen} if compressions else ()):
                 with heartbeat.status(console, f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"
                                       + (" through Kueue" if kind == "queue" else "")):
                     walls[kind] = floor_mod.measure(kube, topo, design=kind)
@@ -151,9 +168,10 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
 
 
 def _run_design(kube: Kube, topo: Topology, design: str, where: Path, version: str, probe_result: dict | None,
-                floor: dict) -> dict:
+                floor: dict | None, scheduler: SchedulerQueue | None = None) -> dict:
     """One design's run: a bar of jobs settled on a terminal; elsewhere plain lines with the scenario time reached."""
     sc = topo.scenario
+    at = "in virtual time" if scheduler else f"at {sc.time_compression:g}x"
     seen: list[runner.Reached] = []
 
     def how_far() -> str:
@@ -162,15 +180,16 @@ def _run_design(kube: Kube, topo: Topology, design: str, where: Path, version: s
         r = seen[-1]
         return f"{r.settled}/{r.total} jobs settled, scenario t={heartbeat.duration(r.scenario_s())}"
 
-    with _progress() as bar, heartbeat.Heartbeat(console.file, f"{sc.name} / design {design} at {sc.time_compression:g}x",
+    with _progress() as bar, heartbeat.Heartbeat(console.file, f"{sc.name} / design {design} {at}",
                                                  describe=how_far, enabled=heartbeat.plain_console(console)):
-        task = bar.add_task(f"{sc.name} / {design} at {sc.time_compression:g}x: jobs settled", total=sc.jobs_total)
+        task = bar.add_task(f"{sc.name} / {design} {at}: jobs settled", total=sc.jobs_total)
 
         def reached(r: runner.Reached) -> None:
             seen[:] = [r]
             bar.update(task, completed=r.settled)
 
-        return runner.run_design(kube, topo, design, where, version, probe_result, floor=floor, progress=reached)
+        return runner.run_design(kube, topo, design, where, version, probe_result, floor=floor, progress=reached,
+                                 scheduler=scheduler)
 
 
 def print_floor(floor: dict) -> None:

@@ -81,3 +81,20 @@ def _save(fig: Figure, ax: Any, path: Path, title: str) -> None:
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
+
+
+def sizing(path: Path, title: str, rows: list[dict]) -> None:
+    """One bar per design: the devices it needs to meet every tier. A design that never met within the
+    search is a hatched grey bar at the largest size tried, so it does not read as an answer."""
+    fig, ax = _figure(7, 3.8)
+    for i, r in enumerate(rows):
+        largest = max((p["devices"] for p in r.get("probes") or []), default=0)
+        found = r.get("devices") is not None
+        height = r["devices"] if found else largest
+        bar = ax.bar(i, height, 0.6, color=f"C{i}" if found else "lightgrey", hatch="" if found else "//",
+                     label=r["design"])[0]
+        text = f"{r['devices']} ({r['nodes']} nodes)" if found else f"> {largest}"
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, height), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(rows)), [r["design"] for r in rows])
+    ax.set_ylabel("devices needed (hatched: not met)")
+    _save(fig, ax, path, title)

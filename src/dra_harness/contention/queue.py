@@ -132,3 +132,44 @@ class Resumer:
         except (rest.ApiError, rest.Unreachable) as e:
             self.missed.append(f"{name}: {str(e).splitlines()[0]}")
             log.debug("resume patch of %s refused: %s", name, e)
+
+
+class Settled:
+    """The queue design's part of a virtual-time step being settled (:mod:`.settle`), read from Jobs and Workloads.
+
+    Kueue's own queue is not readable here (its metrics are off), so a step waits until every Job has a
+    Workload Kueue has tried (``QuotaReserved`` set either way), none is half evicted, and every Job
+    admitted has its pod; :attr:`changes` counts Workload updates so the quiet window also waits for
+    Kueue to stop writing.
+    """
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.versions: dict[str, str] = {}
+        self.changes = 0
+
+    def __call__(self) -> list[str]:
+        out = []
+        jobs = {j["metadata"]["name"]: j for j in self.kube.list(rest.JOBS, self.namespace)}
+        versions = {}
+        owners = set()
+        for w in self.kube.list(kueue.WORKLOADS, self.namespace):
+            name = w["metadata"]["name"]
+            versions[name] = w["metadata"]["resourceVersion"]
+            job = next((o["name"] for o in w["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), name)
+            owners.add(job)
+            cond = {c["type"]: c["status"] for c in (w.get("status") or {}).get("conditions") or []}
+            if cond.get("Finished") == "True":
+                continue
+            if "QuotaReserved" not in cond:
+                out.append(f"workload of job {job} not yet tried by Kueue")
+            elif cond.get("Evicted") == "True" and cond.get("QuotaReserved") == "True":
+                out.append(f"workload of job {job} being evicted")
+            elif cond.get("Admitted") == "True":
+                status = (jobs.get(job) or {}).get("status") or {}
+                if jobs.get(job, {}).get("spec", {}).get("suspend") or not (status.get("active") or status.get("succeeded")):
+                    out.append(f"job {job} admitted, its pod not yet running")
+        out += [f"job {j} has no workload yet" for j in jobs if j not in owners]
+        if versions != self.versions:
+            self.versions, self.changes = versions, self.changes + 1
+        return out

@@ -63,6 +63,8 @@ class Recorder:
         self.pod_job: dict[str, str] = {}
         self.pod_started: dict[str, float] = {}
         self.pod_ended: set[str] = set()
+        # Each pod's latest (phase, node, marked unschedulable, being deleted): what the virtual clock settles on.
+        self.pod_state: dict[str, tuple[str, str | None, bool, bool]] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.holds: dict[str, Hold] = {}
         self.closed: list[Hold] = []
@@ -133,6 +135,13 @@ class Recorder:
             self.pod_job[pod_name] = rec.name
             rec.tier = rec.tier or meta.get("labels", {}).get("dra-harness.io/tier", "")
             self.samples.append([round(now, 4), "pod", kind, pod_name, phase, spec.get("nodeName")])
+            if kind == "DELETED":
+                self.pod_state.pop(pod_name, None)
+            else:
+                unschedulable = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                                    for c in status.get("conditions") or [])
+                self.pod_state[pod_name] = (phase or "", spec.get("nodeName"), unschedulable,
+                                            bool(meta.get("deletionTimestamp")))
             rec.created = rec.created or now
             if spec.get("nodeName") and rec.scheduled is None:
                 rec.scheduled, rec.node = now, spec["nodeName"]

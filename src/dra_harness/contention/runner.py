@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,8 +27,10 @@ from dra_harness.kube.waits import wait_for_object, watch_until
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.contention import metrics, plots, queue
+from dra_harness.contention.settle import QUIET_S, SchedulerQueue
+from dra_harness.contention.virtual import NEVER_S, VirtualRun
 from dra_harness.contention.plan import Job, plan
-from dra_harness.contention.recorder import Recorder
+from dra_harness.contention.recorder import Hold, JobRecord, Recorder
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import NODE_LABEL, Topology
 from dra_harness.errors import CheckError
@@ -50,6 +52,10 @@ class Reached:
 
 #: Told when the arrivals start (0 settled), then as jobs settle.
 Progress = Callable[[Reached], None]
+
+
+#: The queue design's quiet window in virtual time (wall seconds): see :class:`dra_harness.contention.queue.Settled`.
+QUEUE_QUIET_S = 0.3
 
 
 class ContentionError(CheckError):
@@ -118,13 +124,18 @@ def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, t
 def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str,
                probe: dict | None = None, progress: Progress | None = None,
                inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0,
-               floor: dict | None = None) -> dict:
+               floor: dict | None = None, scheduler: SchedulerQueue | None = None) -> dict:
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
+    With ``scheduler`` (kube-scheduler's queue, readable on the embedded cluster) the run is in virtual
+    time (:mod:`.virtual`): no floor, no compression, waits in scenario time whatever the machine's
+    load. Without, in wall time compressed by the scenario's ``time_compression``.
     ``inject`` may alter the pod bodies before they are sent (negative controls). ``floor`` (from
     :func:`dra_harness.contention.floor.summarise`) withholds the verdict of a tier whose tolerable
-    wait is within ten floors, and is kept in the result.
+    wait is within ten floors, and is kept in the result (wall time only).
     """
+    if scheduler is not None:
+        return _run_virtual(kube, topo, design, out_dir, k8s_version, probe, progress, inject, scheduler)
     sc: Scenario = topo.scenario
     if design not in sc.designs:
         raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
@@ -173,52 +184,117 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
         rec.close()
         cleanup_error = (_quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
                          or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
-    wall = time.monotonic() - started
     records = dict(rec.jobs)
-    lost = metrics.lost_jobs(jobs, records)
-    holds = rec.all_holds()
     ends = [r.completed for r in records.values() if r.completed] or [time.time()]
-    t_end = max(ends)
+    extra = {"floor": floor, "phases_wall_s": phases,
+             "resumed": {"patched": len(resumer.patched), "missed": resumer.missed[:10]} if resumer else None,
+             "loadgen": stats | {"late_p95_s": metrics.percentile([s["late_s"] for s in sent], 95)}}
+    return _finish(topo, design, jobs, records, rec.all_holds(), (t0, max(ends)), sc.time_compression, out_dir,
+                   k8s_version, probe, time.monotonic() - started, extra,
+                   {"creates": sent, "samples": rec.samples}, cleanup_error)
+
+
+def _finish(topo: Topology, design: str, jobs: list[Job], records: dict[str, JobRecord], holds: list[Hold],
+            span: tuple[float, float], compression: float, out_dir: Path, k8s_version: str, probe: dict | None,
+            wall: float, extra: dict[str, Any], raw: dict[str, Any], cleanup_error: str | None) -> dict:
+    """The figures of one run from its records (wall seconds x ``compression``, or scenario seconds and 1):
+    result JSON, raw samples and the two PNGs."""
+    sc = replace(topo.scenario, time_compression=compression)
+    t0, t_end = span
+    floor = extra.get("floor")
+    lost = metrics.lost_jobs(jobs, records)
     reserved_ranges = topo.reserved_ranges(design)
     reserved = {f"{d.node}/{d.name}" for d in topo.devices
                 if any(lo <= d.ordinal < hi for lo, hi in reserved_ranges.values())}
-    util = metrics.utilisation(holds, t0, t_end, sc.total_devices, sc.time_compression)
+    util = metrics.utilisation(holds, t0, t_end, sc.total_devices, compression,
+                               step_wall=max(0.5, (t_end - t0) / 600))  # at most ~600 samples, in either clock
+    virtual = extra.get("clock") == "virtual"
     base = f"{sc.name}-{design}"
     result: dict[str, Any] = {
         "scenario": sc.name, "design": design, "k8s_version": k8s_version,
         "jobs_total": len(jobs), "jobs_completed": sum(1 for j in jobs if records.get(j.name) and records[j.name].completed),
         "jobs_lost": len(lost), "lost": dict(list(lost.items())[:50]),
-        "wall_s": round(wall, 1), "phases_wall_s": phases,
+        "wall_s": round(wall, 1),
         # End to end: jobs completed per wall second from the first arrival to the last completion.
-        "jobs_per_s": round(sum(1 for r in records.values() if r.completed) / max(1e-6, t_end - t0), 2),
-        "time_compression": sc.time_compression,
-        "time_unit": "scenario seconds (wall seconds x time_compression), except wall_s and *_wall_s",
+        "jobs_per_s": round(sum(1 for r in records.values() if r.completed) / max(1e-6, wall if virtual else t_end - t0), 2),
+        "clock": "wall", "time_compression": compression,
+        "time_unit": ("scenario seconds (virtual time), except wall_s and *_wall_s" if virtual else
+                      "scenario seconds (wall seconds x time_compression), except wall_s and *_wall_s"),
         "nodes": sc.nodes, "devices": sc.total_devices, "reserved_devices": len(reserved),
         "design_violations": topo.violations(design, {j.name: (j.tier, records[j.name].devices)
                                                        for j in jobs if j.name in records})[:20],
         "tiers": metrics.tiers(sc, jobs, records, lost, floor["established_above_s"] if floor else None),
-        "floor": floor,
         "utilisation": util,
-        "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, sc.time_compression),
+        "idle_reserved_device_s": metrics.idle_reserved(holds, reserved, t0, t_end, compression),
         "preemption_probe": probe,
-        "evictions": metrics.evictions(sc, jobs, records) if queued else None,
-        "resumed": {"patched": len(resumer.patched), "missed": resumer.missed[:10]} if resumer else None,
-        "loadgen": stats | {"late_p95_s": metrics.percentile([s["late_s"] for s in sent], 95)},
+        "evictions": metrics.evictions(sc, jobs, records) if design == "queue" else None,
         "device_selectors": {t.name: topo.selector(design, t.name) for t in sc.tiers},
         "plots": {"wait_cdf": f"{base}-wait-cdf.png", "utilisation": f"{base}-utilisation.png"},
         "raw": f"{base}-raw.json",
         "cleanup_error": cleanup_error,
-    }
+    } | extra
+    if virtual:
+        result["time_compression"] = None
     out_dir.mkdir(parents=True, exist_ok=True)
-    title = f"{sc.name} / {design} (k8s {k8s_version}, 1 h = {3600 / sc.time_compression:g} s)"
+    when = "virtual time" if virtual else f"1 h = {3600 / compression:g} s"
+    title = f"{sc.name} / {design} (k8s {k8s_version}, {when})"
     plots.wait_cdf(out_dir / result["plots"]["wait_cdf"], title, metrics.raw_waits(sc, jobs, records),
                    {t.name: t.tolerable_wait_s for t in sc.tiers})
     plots.utilisation(out_dir / result["plots"]["utilisation"], title, util["samples"], len(reserved))
     (out_dir / result["raw"]).write_text(json.dumps({
         "t0": t0, "plan": [j.to_dict() for j in jobs], "jobs": {k: v.to_dict() for k, v in records.items()},
-        "holds": [h.__dict__ for h in holds], "creates": sent, "samples": rec.samples}))
+        "holds": [h.__dict__ for h in holds]} | raw))
     (out_dir / f"{base}.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str, probe: dict | None,
+                 progress: Progress | None, inject: Callable[[list[Job], list[dict]], None] | None,
+                 scheduler: SchedulerQueue) -> dict:
+    """:func:`run_design` in virtual time: each job created at its arrival step, ended by the harness."""
+    sc: Scenario = topo.scenario
+    jobs = plan(sc)
+    queued = design == "queue"
+    if queued and not queue.kueue_serves(kube):
+        raise ContentionError("the queue design needs Kueue running on the cluster (contention run starts it on an embedded cluster)")
+    ns = run_namespace(kube, topo, design)
+    rec = Recorder(kube, ns, jobs=queued)
+    started = time.monotonic()
+    # A pod's end is the harness's to write: none carries a run time KWOK would reach.
+    body = (lambda j: queue.job(topo, j.name, j.tier, NEVER_S)) if queued else (lambda j: topo.pod(design, j.name, j.tier, None))
+    arrivals: list[dict[str, Any]] = [{"name": j.name, "tier": j.tier, "at": j.at_s, "body": body(j)} for j in jobs]
+    if inject:
+        inject(jobs, arrivals)
+    bodies = {a["name"]: a["body"] for a in arrivals}
+    res = rest.JOBS if queued else rest.PODS
+
+    def create(job: Job) -> bool:
+        if job.name not in bodies:  # a negative control took it out
+            return False
+        rest.answered(lambda: kube.create(res, bodies[job.name], ns), 30)
+        return True
+
+    containers = (arrivals[0]["body"]["spec"]["template"]["spec"] if queued else arrivals[0]["body"]["spec"])["containers"]
+    try:
+        topo.install(design, ns)
+        if queued:
+            queue.install(kube, topo, ns)
+        rec.start()
+        # Kueue answers in several hops (a Job done, its quota freed, the next admitted): a longer quiet window.
+        run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers,
+                         extra=queue.Settled(kube, ns) if queued else None, quiet_s=QUEUE_QUIET_S if queued else QUIET_S)
+        setup = round(time.monotonic() - started, 1)
+        if progress:
+            progress(Reached(design, 0, len(jobs), time.time(), 1.0))
+        run.run(progress=(lambda d, t: progress(Reached(design, d, len(jobs), time.time() - t, 1.0))) if progress else None)
+    finally:
+        rec.close()
+        cleanup_error = (_quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
+                         or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
+    extra = {"clock": "virtual", "floor": None, "phases_wall_s": {"setup_s": setup}, "virtual": run.clock.summary() | {"late_starts": run.late}}
+    return _finish(topo, design, jobs, run.records(), run.holds(), (0.0, run.end()), 1.0, out_dir, k8s_version, probe,
+                   time.monotonic() - started, extra, {"steps": [run.clock.walls, run.clock.times], "samples": rec.samples},
+                   cleanup_error)
 
 
 def _work_left(sc: Scenario, jobs: list[Job], rec: Recorder) -> Callable[[str], float | None]:

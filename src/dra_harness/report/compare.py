@@ -4,7 +4,8 @@ Where ``diff`` gates one candidate against one base, ``compare`` only shows: for
 (directories or summary.json, loaded and matched as ``diff`` does) a provenance row and the
 runs' fingerprints on top, then per concern and check each run's outcome and the figures
 its test recorded (timings in ms/s/min/h by magnitude, counts), then each contention
-scenario/design/tier's p95 wait and verdict. A row *differs* when the outcomes differ (a
+scenario/design/tier's p95 wait and verdict, and each design's size needed (``contention size``:
+nodes and devices). A row *differs* when the outcomes differ (a
 check absent from a run included) or a figure's spread across the runs exceeds both
 thresholds (relative and absolute, so noise on a 0.2 s timing is not a difference); the
 renderers highlight those rows. Nothing here fails: there is no verdict across runs.
@@ -41,6 +42,10 @@ EXTRA_SCHEMA: Obj = {
             "provenance": {"type": ["object", "null"], "properties": {"text": _STR}},
             "evidence_text": {"type": ["array", "null"], "items": _STR},
         }}},
+        "contention": {"type": ["object", "null"], "properties": {"sizing": {"type": "array", "items": {
+            "type": "object", "required": ["scenario", "rows"], "properties": {"scenario": _STR, "rows": {"type": "array", "items": {
+                "type": "object", "required": ["design", "nodes", "devices"],
+                "properties": {"design": _STR, "nodes": {"type": ["integer", "null"]}, "devices": {"type": ["integer", "null"]}}}}}}}}},
     },
 }
 
@@ -150,6 +155,20 @@ def _contention(summaries: list[Obj], t: Thresholds) -> list[Obj]:
             verdicts = {c["verdict"] if c else "absent" for c in cells}
             waits = len(p95s) > 1 and _differs(p95s, t.max_wait_increase, t.min_wait_delta_s)
             out.append({"scenario": scenario, "design": design, "tier": tier, "differs": len(verdicts) > 1 or waits, "cells": cells})
+    return out + _sizing(summaries)
+
+
+def _sizing(summaries: list[Obj]) -> list[Obj]:
+    """One row per scenario/design that any run sized: nodes / devices needed; differs when they (or presence) differ."""
+    sized = [{(doc["scenario"], r["design"]): r for doc in (s.get("contention") or {}).get("sizing") or [] for r in doc["rows"]}
+             for s in summaries]
+    out = []
+    for scenario, design in dict.fromkeys(k for z in sized for k in z):
+        texts = [None if (r := z.get((scenario, design))) is None else
+                 f"{r['nodes']} nodes / {r['devices']} devices" if r["nodes"] is not None else str(r.get("answer") or "not met")
+                 for z in sized]
+        out.append({"scenario": scenario, "design": design, "tier": "size needed", "differs": len(set(texts)) > 1,
+                    "cells": [None if x is None else {"text": x, "verdict": ""} for x in texts]})
     return out
 
 

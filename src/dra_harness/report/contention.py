@@ -2,7 +2,8 @@
 
 The contention suite (its own issue) writes one JSON per scenario x design with wait
 percentiles per priority tier, utilisation, idle reserved capacity and a preemption
-probe, plus PNG plots beside it. This module only reads and checks those files; a
+probe, plus PNG plots beside it; ``contention size`` writes ``<scenario>-sizing.json``
+(the nodes each design needs). This module only reads and checks those files; a
 file that does not have the agreed shape is reported as unreadable, not guessed at.
 """
 
@@ -17,6 +18,9 @@ from dra_harness.report import readable
 
 REQUIRED = ("scenario", "design", "jobs_total", "jobs_completed", "jobs_lost", "tiers")
 TIER_REQUIRED = ("tier", "wait_s")
+#: ``contention size``'s answer; no design is named "sizing", so it cannot be a ``<scenario>-<design>.json``.
+SIZING_SUFFIX = "-sizing.json"
+SIZING_ROW_REQUIRED = ("design", "nodes", "devices")
 
 
 def _problem(data: Any) -> str | None:
@@ -33,15 +37,30 @@ def _problem(data: Any) -> str | None:
     return None
 
 
+def _sizing_problem(data: Any) -> str | None:
+    if not isinstance(data, dict) or not isinstance(data.get("scenario"), str) or not isinstance(data.get("rows"), list):
+        return "not a sizing result (scenario and rows)"
+    if any(not isinstance(r, dict) or any(k not in r for k in SIZING_ROW_REQUIRED) for r in data["rows"]):
+        return f"a sizing row lacks {' or '.join(SIZING_ROW_REQUIRED)}"
+    return None
+
+
 def load(run_dir: Path) -> Obj:
-    """{"results": [...], "unreadable": [{"file", "problem"}]} ; empty results = contention not run."""
-    results, unreadable = [], []
+    """{"results": [...], "sizing": [...], "unreadable": [{"file", "problem"}]} ; empty results = contention not run."""
+    results, sizing, unreadable = [], [], []
     folder = run_dir / "contention"
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             unreadable.append({"file": f"contention/{path.name}", "problem": f"not JSON: {e}"})
+            continue
+        if path.name.endswith(SIZING_SUFFIX):
+            problem = _sizing_problem(data)
+            if problem:
+                unreadable.append({"file": f"contention/{path.name}", "problem": problem})
+            else:
+                sizing.append(data | {"_file": f"contention/{path.name}"})
             continue
         if isinstance(data, dict) and "scenario" not in data and "tiers" not in data:
             continue  # an auxiliary file beside the results (e.g. <scenario>-<design>-raw.json)
@@ -55,7 +74,7 @@ def load(run_dir: Path) -> Obj:
                           and Path(v).name == v}
         results.append(data)
     raw = {r.get("raw") for r in results}
-    return {"results": results, "unreadable": [u for u in unreadable if Path(u["file"]).name not in raw]}
+    return {"results": results, "sizing": sizing, "unreadable": [u for u in unreadable if Path(u["file"]).name not in raw]}
 
 
 def wait_table(results: list[Obj]) -> list[Obj]:

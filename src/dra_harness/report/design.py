@@ -15,6 +15,7 @@ from pathlib import Path
 from dra_harness import yamlfile
 from dra_harness.errors import InputError
 from dra_harness.kube.types import Obj
+from dra_harness.report import readable
 
 SHARING_MODES = ["exclusive", "shared-claim", "time-slicing", "mps", "partitioned"]
 POOL_DESIGNS = ["shared", "reserved", "pools", "queue"]
@@ -200,3 +201,28 @@ def _preemption(expected: bool, contention: list[Obj]) -> Obj:
                   f"freed by preemption: {freed}; scheduler: {probes[0].get('scheduler_message', '')[:200]}",
                   CONSISTENT if freed == expected else CONTRADICTED,
                   [c["_file"] for c in contention if c.get("preemption_probe")])
+
+
+# -- sizing -------------------------------------------------------------------------
+def sizing_rows(sizing: list[Obj]) -> list[Obj]:
+    """One row per scenario x design of ``contention size``'s answers (``<scenario>-sizing.json``): what to buy
+    to meet every tier, and what one node fewer would cost. Shown with the design record whether or not a
+    design file was given: it is the number the record's pool design is bought at."""
+    rows = []
+    for doc in sizing:
+        shape = doc.get("hardware") or {}
+        for r in doc["rows"]:
+            below = r.get("one_smaller") or None
+            tiers = "; ".join(f"{t['tier']} p95 {readable.duration(t.get('p95_s'))} (tolerable {readable.duration(t.get('tolerable_wait_s'))})"
+                              for t in r.get("tiers") or [])
+            rows.append({
+                "scenario": doc["scenario"], "design": r["design"], "nodes": r["nodes"], "devices": r["devices"],
+                "answer": r.get("answer") or ("—" if r["nodes"] is None else f"{r['nodes']} nodes"),
+                "node": ", ".join(str(x) for x in (shape.get("model"), f"{r.get('devices_per_node')} devices per node") if x),
+                "tiers": tiers or "—",
+                "one_smaller": "—" if not below else (
+                    f"{below['nodes']} nodes: {', '.join(below.get('tiers_over') or []) or 'no tier'} over, "
+                    f"{below.get('jobs_over', 0)} jobs over" + (f", {below['jobs_lost']} lost" if below.get("jobs_lost") else "")),
+                "monotone": r.get("monotone", True), "runs": r.get("runs"), "file": doc["_file"],
+            })
+    return rows

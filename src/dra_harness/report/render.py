@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from dra_harness.kube.types import Obj
-from dra_harness.report import contention, operations, plots, readable
+from dra_harness.report import contention, design, operations, plots, readable
 from dra_harness.report.results import slug
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "PARTIAL": "#9a6700", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
@@ -64,6 +64,12 @@ def _context(summary: Obj, run_dir: Path | None, with_plots: bool = True) -> Obj
             uri = plots.file_uri(run_dir / "contention" / Path(name).name) if run_dir else None
             if uri:
                 images.append({"title": f"{c['scenario']} / {c['design']}: {kind.replace('_', ' ')}", "uri": uri})
+    sizing = summary["contention"].get("sizing") or []  # absent from a summary written before `contention size`
+    sizing_images = []
+    for doc in sizing if with_plots else ():
+        uri = plots.file_uri(run_dir / "contention" / Path(doc["plot"]).name) if run_dir and isinstance(doc.get("plot"), str) else None
+        if uri:
+            sizing_images.append({"title": f"{doc['scenario']}: devices needed per design", "uri": uri})
     durations = plots.durations(summary["results"]) if with_plots else None
     fp = summary["fingerprint"]
     comparison = (summary.get("design") or {}).get("comparison") or []
@@ -73,6 +79,8 @@ def _context(summary: Obj, run_dir: Path | None, with_plots: bool = True) -> Obj
         "colour": VERDICT_COLOURS.get(summary["verdict"], "#9a6700"),
         "outcome_colours": OUTCOME_COLOURS,
         "wait_rows": rows,
+        "sizing_rows": design.sizing_rows(sizing),
+        "sizing_images": sizing_images,
         "preemption": [
             {"scenario": c["scenario"], "design": c["design"], "verdict": contention.preemption_verdict(c.get("preemption_probe")),
              "message": (c.get("preemption_probe") or {}).get("scheduler_message", "")}

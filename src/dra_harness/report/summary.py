@@ -197,6 +197,7 @@ def build_summary(run_dir: Path) -> Obj:
         "measurements": results.measurements(rows) + contention.measurements(cont["results"]),
         "contention": {
             "results": [{k: v for k, v in c.items() if k != "_plots"} for c in cont["results"]],
+            "sizing": cont["sizing"],
             "unreadable": cont["unreadable"],
         },
         "design": None if record is None else {

@@ -1,0 +1,159 @@
+"""When has the control plane settled on the scenario's current instant? The virtual clock's gate.
+
+Why: in virtual time (:mod:`.virtual`) the scenario clock moves to the next event only once the
+control plane has done everything the current one asks of it; a wait is then measured in scenario
+time and the control plane's own latency is outside it by construction. Settled means, all at once
+and still so after a quiet window:
+
+- every pod the step created was seen by the run's watch, and every pod it ended was seen ended with
+  its claims' devices given back (the resourceclaim controller's part);
+- every pod bound to a node was seen Running (KWOK's part) with its claim allocated; every pod not
+  bound carries the scheduler's ``PodScheduled=False`` (tried at least once);
+- kube-scheduler's own queue (``scheduler_pending_pods``) holds nothing in ``active``, ``backoff`` or
+  any other queue but ``unschedulable`` and ``gated``: no pod waits for an attempt;
+- for the queue design, Kueue's: no workload waits for an admission attempt, and every admitted Job's
+  pod exists (:class:`Conditions` gets it as ``extra``);
+- for :data:`QUIET_S`, the scheduler made no new attempt and the watch delivered no new event.
+
+What it cannot see: a reaction that has not begun within the quiet window (an informer further behind
+than that), and the scheduler's own timers — a pod parked as unschedulable is retried after 5
+minutes of wall time whatever happens, and is retried at once only when a cluster event's queueing
+hint says it may now fit. A retry that only a timer would bring never comes within a step, so the pod
+waits on in scenario time until an event (a completion) moves it: what an idle real scheduler would do
+within seconds is then late by up to the next event. The README's *Contention in virtual time* says so.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dra_harness.errors import CheckError
+
+#: How long every condition must hold unchanged before the step counts as settled (wall seconds).
+QUIET_S = 0.08
+#: The scheduler's queues a settled step may hold pods in: parked (waits for an event) or gated.
+PARKED = ("unschedulable", "gated")
+
+
+class NotSettled(CheckError):
+    """The control plane did not settle on a step within its deadline; the message says what was still moving."""
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """kube-scheduler's queues and attempt counter, as its /metrics says now."""
+
+    pending: dict[str, int]
+    attempts: int
+
+    @property
+    def waiting(self) -> int:
+        """Pods waiting for an attempt: any queue but the parked ones."""
+        return sum(n for q, n in self.pending.items() if q not in PARKED)
+
+
+def parse(text: str) -> QueueState:
+    """``scheduler_pending_pods`` per queue and the sum of ``scheduler_schedule_attempts_total`` from Prometheus text."""
+    pending: dict[str, int] = {}
+    attempts = 0
+    for line in text.splitlines():
+        if line.startswith("scheduler_pending_pods{"):
+            queue = line.split('queue="', 1)[1].split('"', 1)[0]
+            pending[queue] = int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("scheduler_schedule_attempts_total{"):
+            attempts += int(float(line.rsplit(" ", 1)[1]))
+    return QueueState(pending, attempts)
+
+
+class SchedulerQueue:
+    """kube-scheduler's /metrics over one kept-alive TLS connection (5 ms a read instead of 40 with a new one)."""
+
+    def __init__(self, port: int, cert: Path, key: Path) -> None:
+        self.port = port
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False  # the scheduler serves a self-signed certificate on loopback
+        self.ctx.verify_mode = ssl.CERT_NONE
+        self.ctx.load_cert_chain(cert, key)
+        self.conn: http.client.HTTPSConnection | None = None
+
+    @classmethod
+    def of_embedded(cls, cluster) -> SchedulerQueue:
+        """The embedded cluster's scheduler, read as the cluster admin."""
+        st = cluster.state()
+        pki = cluster.state_dir / "pki"
+        return cls(st.ports["scheduler"], pki / "admin.crt", pki / "admin.key")
+
+    def read(self) -> QueueState:
+        for attempt in (1, 2):  # a kept-alive connection the scheduler closed is opened again once
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=10)
+                self.conn.request("GET", "/metrics")
+                resp = self.conn.getresponse()
+                body = resp.read().decode()
+                if resp.status != 200:
+                    raise NotSettled(f"kube-scheduler /metrics answered {resp.status}: {body[:200]}")
+                return parse(body)
+            except (OSError, http.client.HTTPException):
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+@dataclass
+class Snapshot:
+    """One look at everything settling depends on; equal snapshots a quiet window apart mean settled."""
+
+    unsettled: list[str]   # what still moves, one phrase each (empty: settled as far as this look sees)
+    attempts: int
+    events: int
+
+    def key(self) -> tuple[int, int]:
+        return self.attempts, self.events
+
+
+#: A step's own conditions over the run's watches: phrases of what is not yet so (empty when all hold).
+Conditions = Callable[[], list[str]]
+
+
+def wait_settled(queue: SchedulerQueue, conditions: Conditions, events: Callable[[], int], deadline_s: float,
+                 what: str, quiet_s: float = QUIET_S, every_s: float = 0.01) -> int:
+    """Until ``conditions`` hold, the scheduler waits on nothing, and neither moved for ``quiet_s``; the polls it took.
+
+    ``events`` counts what the run's watches delivered so far. On the deadline, :class:`NotSettled` names
+    what was still unsettled at the last look."""
+    deadline = time.monotonic() + deadline_s
+    calm: Snapshot | None = None
+    calm_since = 0.0
+    polls = 0
+    last: Snapshot | None = None
+    while True:
+        polls += 1
+        unsettled = conditions()
+        state = queue.read() if not unsettled else None
+        if state is not None and state.waiting:
+            unsettled = [f"{state.waiting} pod(s) waiting in kube-scheduler's queue "
+                         f"({', '.join(f'{q} {n}' for q, n in sorted(state.pending.items()) if n)})"]
+        last = Snapshot(unsettled, state.attempts if state else -1, events())
+        now = time.monotonic()
+        if last.unsettled:
+            calm = None
+        elif calm is None or calm.key() != last.key():
+            calm, calm_since = last, now
+        elif now - calm_since >= quiet_s:
+            return polls
+        if now > deadline:
+            raise NotSettled(f"{what}: the control plane had not settled after {deadline_s:.0f} s; last seen: "
+                             + ("; ".join(last.unsettled[:5]) or "moving (new attempts or events within the quiet window)"))
+        time.sleep(every_s)

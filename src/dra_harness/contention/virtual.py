@@ -1,0 +1,268 @@
+"""A scenario in virtual time: the clock moves from event to event once the control plane has settled.
+
+Why: compressed into wall time, a scenario's waits hold the control plane's own latency multiplied by
+the compression, so a verdict could flip with the machine's load (inference-vs-training's reserved
+tier did, between 150x and 300x). Here scenario time is not wall time at all. The harness keeps the
+events: a job arrives at its scenario time (its pod, or the queue design's Job, is created then); a
+running pod completes when its scenario duration has passed (the harness writes its status
+``Succeeded``, as a kubelet would; no KWOK timer runs it). Between two events the real kube-scheduler,
+resourceclaim controller, KWOK and Kueue do what the event asks, and the clock waits for them to
+settle (:mod:`.settle`). Everything the watches see during a step happens at the step's scenario
+time; a wait is the scenario time from a job's arrival to the step in which it was seen Running.
+
+Evictions and Kueue's re-queues are events on the same clock: a pod taken away during a step ends its
+run at that step's time, and the job's next pod runs for the work left after its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dra_harness.contention import metrics
+from dra_harness.contention.plan import Job
+from dra_harness.contention.recorder import Hold, JobRecord, Recorder
+from dra_harness.contention.scenario import Scenario
+from dra_harness.contention.settle import QUIET_S, SchedulerQueue, wait_settled
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube, Obj
+
+#: A pod the harness will end itself carries a run time KWOK never reaches (a Job's pod without one
+#: would be completed at once by the shipped stages).
+NEVER_S = 100 * 365 * 86400.0
+#: Wall seconds the run waits, once no event is left, for a job still waiting to start (:meth:`VirtualRun._late_start`).
+LATE_S = 10.0
+#: Wall seconds one step may take to settle before the run stops with what was still moving.
+STEP_DEADLINE_S = 60.0
+
+ARRIVE, COMPLETE = 1, 0  # at one instant completions go first: a device freed at t serves an arrival at t
+
+
+@dataclass
+class Clock:
+    """Steps taken: the wall time each began and its scenario time, so a watch's stamp maps to scenario time."""
+
+    walls: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    settle_wall_s: list[float] = field(default_factory=list)
+    polls: int = 0
+
+    def step(self, t: float) -> None:
+        self.walls.append(time.time())
+        self.times.append(t)
+
+    def at(self, wall: float | None) -> float | None:
+        """The scenario time of the step during which ``wall`` fell (0 before the first)."""
+        return None if wall is None else self.on(wall)
+
+    def on(self, wall: float) -> float:
+        """:meth:`at` of a stamp that is always there."""
+        i = bisect.bisect_right(self.walls, wall) - 1
+        return self.times[i] if i >= 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        s = self.settle_wall_s
+        return {"steps": len(self.times), "settled": len(s), "polls": self.polls,
+                "settle_wall_s": {"p50": metrics.percentile(s, 50), "p95": metrics.percentile(s, 95),
+                                  "max": max(s) if s else None, "total": round(sum(s), 1)}}
+
+
+def completed_status(containers: list[Obj]) -> Obj:
+    """The status a kubelet writes when every container exited 0 (KWOK's completion stage writes the same)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {"status": {
+        "phase": "Succeeded",
+        "conditions": [{"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+                       for t in ("Ready", "ContainersReady")],
+        "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
+                               "started": False, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                                                          "finishedAt": now}}} for c in containers],
+    }}
+
+
+class VirtualRun:
+    """One design's jobs driven event by event; ``create(job)`` sends a job's pod or Job at its arrival (False: not sent)."""
+
+    def __init__(self, kube: Kube, namespace: str, sc: Scenario, jobs: list[Job], rec: Recorder,
+                 queue: SchedulerQueue, create: Callable[[Job], bool], containers: list[Obj],
+                 extra: Callable[[], list[str]] | None = None, quiet_s: float = QUIET_S) -> None:
+        self.kube, self.namespace, self.sc, self.jobs, self.rec = kube, namespace, sc, jobs, rec
+        self.queue, self.create, self.containers, self.extra, self.quiet_s = queue, create, containers, extra, quiet_s
+        self.by_name = {j.name: j for j in jobs}
+        self.clock = Clock()
+        self.events: list[tuple[float, int, int, str]] = []
+        self.seq = itertools.count()
+        self.arrived: set[str] = set()
+        self.ending: set[str] = set()        # pods this run wrote Succeeded and whose end is not yet seen
+        self.started: set[str] = set()       # pods seen starting (never forgotten: a pod runs once)
+        self.live: set[str] = set()          # of those, pods whose run has not ended
+        self.runs: dict[str, list[list[float]]] = {}   # job -> its pods' [start, end] in scenario time
+        self.ended_at: dict[str, float] = {}           # pod -> the scenario time the harness ended it
+        self.skipped = 0
+        self.late = 0      # pods that started after their step had settled, with no event left to carry them
+
+    def run(self, progress: Callable[[int, float], None] | None = None) -> None:
+        for j in self.jobs:
+            heapq.heappush(self.events, (j.at_s, ARRIVE, next(self.seq), j.name))
+        while self.events or self._late_start():
+            if not self.events:
+                continue  # a late start pushed its end: the loop goes on from there
+            t = self.events[0][0]
+            self.clock.step(t)
+            arrivals = False
+            while self.events and self.events[0][0] <= t:
+                _, kind, _, name = heapq.heappop(self.events)
+                if kind == ARRIVE:
+                    arrivals = True
+                    if not self.create(self.by_name[name]):
+                        continue  # never sent (a negative control): lost as never created
+                    self.arrived.add(name)
+                    with self.rec.lock:  # arrived now, whether or not a pod follows at once (Kueue may hold it)
+                        r = self.rec.job(name)
+                        r.tier, r.created = r.tier or self.by_name[name].tier, r.created or time.time()
+                else:
+                    self._complete(name, t)
+            if not arrivals and self.extra is None and self.events and not self._waiting():
+                # Only ends, and no pod waits for a device: nothing can happen at t but devices coming back,
+                # and the next step waits for those (their holds end at t all the same: ``ended_at``).
+                self.skipped += 1
+                continue
+            began = time.monotonic()
+            self.clock.polls += wait_settled(self.queue, self._unsettled, self._events,
+                                             STEP_DEADLINE_S, f"scenario t={t:.0f} s", self.quiet_s)
+            self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
+            self._observe(t)
+            if progress:
+                progress(self._done(), t)
+
+    # -- one step ------------------------------------------------------------------
+    def _late_start(self, within_s: float = LATE_S) -> bool:
+        """No event is left but jobs are unfinished: wait ``within_s`` for a pod the last step's reaction still
+        starts (Kueue admitting a job after its quiet window); it starts at the last step's time. False: none did."""
+        if self._done() >= len(self.arrived) or not self.clock.times:
+            return False
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            with self.rec.lock:
+                new = any(p not in self.started for p in self.rec.pod_started)
+            if new:
+                self.late += 1
+                self._observe(self.clock.times[-1])
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _waiting(self) -> bool:
+        """Whether any pod of the run is not bound to a node: one that a device coming back could serve."""
+        with self.rec.lock:
+            return any(not node and not deleting and phase not in ("Succeeded", "Failed")
+                       for phase, node, _, deleting in self.rec.pod_state.values())
+
+    def _complete(self, pod: str, t: float) -> None:
+        with self.rec.lock:
+            if pod in self.rec.pod_ended or pod not in self.rec.pod_state:
+                return  # taken away (evicted) before its end came: its next pod has its own
+        self.ending.add(pod)
+        self.ended_at[pod] = t
+        try:
+            self.kube.patch(rest.PODS, pod, completed_status(self.containers), self.namespace, sub="status")
+        except rest.NotFound:
+            self.ending.discard(pod)
+
+    def _observe(self, t: float) -> None:
+        """Pods seen starting this step get their end scheduled; pods seen ending close their run there."""
+        with self.rec.lock:
+            started = [(p, self.rec.pod_job.get(p, p)) for p in self.rec.pod_started if p not in self.started]
+            gone = [p for p in self.live if p in self.rec.pod_ended or p not in self.rec.pod_state
+                    or self.rec.pod_state[p][0] in ("Succeeded", "Failed") or self.rec.pod_state[p][3]]
+            jobs = {p: self.rec.pod_job.get(p, p) for p in gone}
+        for pod, job in started:
+            self.started.add(pod)
+            self.live.add(pod)
+            self.runs.setdefault(job, []).append([t, -1.0])
+            heapq.heappush(self.events, (t + self._left(job), COMPLETE, next(self.seq), pod))
+        for pod in gone:  # ended by us, or taken away while it ran (an eviction): its run ends at this step
+            for run in self.runs.get(jobs[pod], []):
+                if run[1] < 0:
+                    run[1] = t
+                    if pod in self.ending:
+                        run.append(1.0)  # completed: not work to resume from
+            self.live.discard(pod)
+            self.ending.discard(pod)
+
+    def _left(self, job: str) -> float:
+        """Scenario seconds this job's new pod runs: its duration, less the work kept at its last checkpoint."""
+        j = self.by_name[job]
+        ckpt = self.sc.tier(j.tier).checkpoint_interval_s
+        interrupted = [r[:2] for r in self.runs.get(job, []) if r[1] >= 0 and len(r) == 2]
+        if not interrupted or not ckpt:
+            return j.duration_s
+        return max(0.0, j.duration_s - metrics.saved_work(interrupted, ckpt)[0])
+
+    def _events(self) -> int:
+        """What the watches delivered and Kueue wrote so far: the quiet window waits for both to stop."""
+        return len(self.rec.samples) + getattr(self.extra, "changes", 0)
+
+    def _done(self) -> int:
+        with self.rec.lock:
+            return sum(1 for n in self.arrived if (r := self.rec.jobs.get(n)) and (r.completed or r.failed))
+
+    def _unsettled(self) -> list[str]:
+        out: list[str] = []
+        with self.rec.lock:
+            state = self.rec.pod_state
+            holding = {h.pod for h in self.rec.holds.values()}
+            for name in self.arrived if self.extra is None else ():  # a queued Job's pod waits for Kueue
+                if name not in state and not self.rec.jobs[name].deleted:
+                    out.append(f"pod {name} not seen created")
+            for pod in self.ending:
+                if state.get(pod, ("Succeeded",))[0] != "Succeeded":
+                    out.append(f"pod {pod} not seen Succeeded")
+                elif pod in holding:
+                    out.append(f"pod {pod} ended, its devices not given back")
+            for pod, (phase, node, unschedulable, deleting) in state.items():
+                if deleting or phase in ("Succeeded", "Failed"):
+                    continue
+                if node and phase != "Running":
+                    out.append(f"pod {pod} bound to {node}, not Running")
+                elif node and pod not in holding:
+                    out.append(f"pod {pod} Running, its claim's allocation not seen")
+                elif not node and not unschedulable:
+                    out.append(f"pod {pod} not yet tried by the scheduler")
+            for hold in self.rec.holds.values():
+                if hold.pod not in state or state[hold.pod][0] in ("Succeeded", "Failed"):
+                    out.append(f"claim {hold.claim} of ended pod {hold.pod} still allocated")
+        if not out and self.extra:
+            out = self.extra()
+        return out[:20]
+
+    # -- results in scenario time ----------------------------------------------------
+    def records(self) -> dict[str, JobRecord]:
+        """The watches' records with every stamp moved to the scenario time of its step."""
+        at, on = self.clock.at, self.clock.on
+        out = {}
+        with self.rec.lock:
+            for name, r in self.rec.jobs.items():
+                # A job's last pod is the one that completed; the harness knows when it ended it.
+                ended = max((self.ended_at[p] for p, j in self.rec.pod_job.items() if j == name and p in self.ended_at),
+                            default=None)
+                out[name] = replace(r, created=at(r.created), allocated=at(r.allocated), scheduled=at(r.scheduled),
+                                    running=at(r.running), completed=ended if r.completed else None, failed=at(r.failed),
+                                    deleted=at(r.deleted), devices=list(r.devices),
+                                    runs=[[on(a), on(b)] for a, b in r.runs],
+                                    evictions=[on(e) for e in r.evictions])
+        return out
+
+    def holds(self) -> list[Hold]:
+        at = self.clock.at
+        return [Hold(h.claim, h.pod, list(h.devices), self.clock.on(h.start),
+                     self.ended_at[h.pod] if h.pod in self.ended_at else at(h.end)) for h in self.rec.all_holds()]
+
+    def end(self) -> float:
+        """The scenario time of the last step (the last completion, when every job completed)."""
+        return self.clock.times[-1] if self.clock.times else 0.0
