@@ -271,7 +271,10 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
     def create(job: Job) -> bool:
         if job.name not in bodies:  # a negative control took it out
             return False
-        rest.answered(lambda: kube.create(res, bodies[job.name], ns), 30)
+        try:
+            rest.answered(lambda: kube.create(res, bodies[job.name], ns), 30)
+        except rest.Conflict:  # asked again after an answer that never came back: the first create went through
+            pass
         return True
 
     containers = (arrivals[0]["body"]["spec"]["template"]["spec"] if queued else arrivals[0]["body"]["spec"])["containers"]

@@ -37,6 +37,8 @@ from dra_harness.kube.rest import Kube, Obj
 NEVER_S = 100 * 365 * 86400.0
 #: Wall seconds the run waits, once no event is left, for a job still waiting to start (:meth:`VirtualRun._late_start`).
 LATE_S = 10.0
+#: The quiet window of a step with arrivals only (wall seconds): see :meth:`VirtualRun.run`.
+ARRIVALS_QUIET_S = 0.02
 #: Wall seconds one step may take to settle before the run stops with what was still moving.
 STEP_DEADLINE_S = 60.0
 
@@ -114,9 +116,10 @@ class VirtualRun:
                 continue  # a late start pushed its end: the loop goes on from there
             t = self.events[0][0]
             self.clock.step(t)
-            arrivals = False
+            arrivals = ends = False
             while self.events and self.events[0][0] <= t:
                 _, kind, _, name = heapq.heappop(self.events)
+                ends = ends or kind == COMPLETE
                 if kind == ARRIVE:
                     arrivals = True
                     if not self.create(self.by_name[name]):
@@ -133,8 +136,11 @@ class VirtualRun:
                 self.skipped += 1
                 continue
             began = time.monotonic()
+            # Arrivals alone free nothing: once each new pod is bound or marked unschedulable (a condition the
+            # step waits for anyway) nothing else is set moving, so a short window only catches a last attempt.
+            quiet = self.quiet_s if ends or self.extra is not None else min(self.quiet_s, ARRIVALS_QUIET_S)
             self.clock.polls += wait_settled(self.queue, self._unsettled, self._events,
-                                             STEP_DEADLINE_S, f"scenario t={t:.0f} s", self.quiet_s)
+                                             STEP_DEADLINE_S, f"scenario t={t:.0f} s", quiet)
             self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
             self._observe(t)
             if progress:
@@ -169,10 +175,12 @@ class VirtualRun:
                 return  # taken away (evicted) before its end came: its next pod has its own
         self.ending.add(pod)
         self.ended_at[pod] = t
-        try:
-            self.kube.patch(rest.PODS, pod, completed_status(self.containers), self.namespace, sub="status")
-        except rest.NotFound:
+        try:  # asked again through a busy or restarting API server: a lost end would hold its devices for ever
+            rest.answered(lambda: self.kube.patch(rest.PODS, pod, completed_status(self.containers), self.namespace,
+                                                  sub="status"), 30)
+        except rest.NotFound:  # deleted meanwhile (evicted): it has no end to write
             self.ending.discard(pod)
+            self.ended_at.pop(pod, None)
 
     def _observe(self, t: float) -> None:
         """Pods seen starting this step get their end scheduled; pods seen ending close their run there."""
@@ -189,7 +197,7 @@ class VirtualRun:
         for pod in gone:  # ended by us, or taken away while it ran (an eviction): its run ends at this step
             for run in self.runs.get(jobs[pod], []):
                 if run[1] < 0:
-                    run[1] = t
+                    run[1] = self.ended_at.get(pod, t)
                     if pod in self.ending:
                         run.append(1.0)  # completed: not work to resume from
             self.live.discard(pod)
@@ -251,8 +259,9 @@ class VirtualRun:
                 # A job's last pod is the one that completed; the harness knows when it ended it.
                 ended = max((self.ended_at[p] for p, j in self.rec.pod_job.items() if j == name and p in self.ended_at),
                             default=None)
+                completed = (at(r.completed) if ended is None else ended) if r.completed else None
                 out[name] = replace(r, created=at(r.created), allocated=at(r.allocated), scheduled=at(r.scheduled),
-                                    running=at(r.running), completed=ended if r.completed else None, failed=at(r.failed),
+                                    running=at(r.running), completed=completed, failed=at(r.failed),
                                     deleted=at(r.deleted), devices=list(r.devices),
                                     runs=[[on(a), on(b)] for a, b in r.runs],
                                     evictions=[on(e) for e in r.evictions])

@@ -1,0 +1,106 @@
+"""The virtual clock's pure parts: reading kube-scheduler's queue, the settle gate, stamps to scenario time, work left."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+
+import pytest
+
+from dra_harness.contention import settle
+from dra_harness.contention.plan import Job
+from dra_harness.contention.recorder import JobRecord
+from dra_harness.contention.scenario import load
+from dra_harness.contention.settle import NotSettled, QueueState, parse, wait_settled
+from dra_harness.contention.virtual import Clock, VirtualRun
+
+ROOT = Path(__file__).resolve().parents[2]
+
+METRICS = """# HELP scheduler_pending_pods [STABLE] Number of pending pods, by the queue type.
+# TYPE scheduler_pending_pods gauge
+scheduler_pending_pods{queue="active"} 2
+scheduler_pending_pods{queue="backoff"} 1
+scheduler_pending_pods{queue="gated"} 4
+scheduler_pending_pods{queue="unschedulable"} 7
+scheduler_schedule_attempts_total{profile="default-scheduler",result="error"} 0
+scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 40
+scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 3
+scheduler_pending_pods_total_not_a_gauge 99
+"""
+
+
+def test_the_scheduler_queue_is_read_per_queue_and_parked_pods_do_not_count_as_waiting():
+    state = parse(METRICS)
+    assert state.pending == {"active": 2, "backoff": 1, "gated": 4, "unschedulable": 7}
+    assert state.attempts == 43
+    assert state.waiting == 3  # active and backoff; unschedulable and gated are parked
+
+
+class FakeQueue:
+    """A scheduler whose queue answers from a script, one state per read, the last repeated."""
+
+    def __init__(self, *states: QueueState) -> None:
+        self.states = itertools.chain(states, itertools.repeat(states[-1]))
+
+    def read(self) -> QueueState:
+        return next(self.states)
+
+
+IDLE = QueueState({"active": 0, "backoff": 0, "unschedulable": 2}, 10)
+
+
+def test_a_step_settles_once_nothing_moved_for_the_quiet_window():
+    busy = QueueState({"active": 1}, 9)
+    polls = wait_settled(FakeQueue(busy, busy, IDLE), lambda: [], lambda: 5, 5.0, "t=0", quiet_s=0.02, every_s=0.001)
+    assert polls >= 4  # two busy reads, then idle until the quiet window passed
+
+
+def test_a_new_attempt_within_the_quiet_window_starts_it_again():
+    later = QueueState(IDLE.pending, 11)
+    q = FakeQueue(*([IDLE] * 3), later)
+    polls = wait_settled(q, lambda: [], lambda: 0, 5.0, "t=0", quiet_s=0.05, every_s=0.01)
+    assert polls >= 8, polls  # calm restarted at the new attempt count
+
+
+def test_an_unsettled_step_times_out_naming_what_was_still_moving():
+    with pytest.raises(NotSettled, match=r"t=60: .* not settled after 0 s; last seen: pod a bound to n0, not Running"):
+        wait_settled(FakeQueue(IDLE), lambda: ["pod a bound to n0, not Running"], lambda: 0, 0.05, "t=60", every_s=0.01)
+
+
+def test_negative_control_a_scheduler_with_pods_waiting_never_settles():
+    waiting = QueueState({"active": 0, "backoff": 2}, 10)
+    with pytest.raises(NotSettled, match="2 pod\\(s\\) waiting in kube-scheduler's queue \\(backoff 2\\)"):
+        wait_settled(FakeQueue(waiting), lambda: [], lambda: 0, 0.05, "t=0", quiet_s=0.0, every_s=0.01)
+
+
+def test_a_watch_stamp_maps_to_the_scenario_time_of_the_step_it_fell_in():
+    clock = Clock(walls=[100.0, 101.0, 102.5], times=[0.0, 600.0, 3600.0])
+    assert clock.at(None) is None
+    assert [clock.on(w) for w in (99.0, 100.0, 100.9, 101.0, 102.4, 500.0)] == [0.0, 0.0, 0.0, 600.0, 600.0, 3600.0]
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.jobs: dict[str, JobRecord] = {}
+        self.pod_state: dict = {}
+        self.pod_started: dict = {}
+        self.pod_ended: set = set()
+        self.pod_job: dict = {}
+        self.holds: dict = {}
+        self.samples: list = []
+
+
+def test_an_evicted_job_runs_only_the_work_left_after_its_last_checkpoint():
+    sc = load(ROOT / "scenarios" / "inference-vs-training.yaml")  # training: 30-min checkpoints
+    job = Job("training-0", "training", 0.0, 3 * 3600.0, 8)
+    run = VirtualRun(None, "ns", sc, [job], FakeRecorder(), settle.SchedulerQueue.__new__(settle.SchedulerQueue),  # type: ignore[arg-type]
+                     lambda j: True, [])
+    assert run._left("training-0") == 3 * 3600.0  # never evicted: its whole duration
+    run.runs["training-0"] = [[0.0, 4000.0]]  # evicted after 66.7 min: two checkpoints (60 min) kept
+    assert run._left("training-0") == 3 * 3600.0 - 3600.0
+    run.runs["training-0"].append([5000.0, 7000.0])  # evicted again 33 min in: one more checkpoint kept
+    assert run._left("training-0") == 3 * 3600.0 - 5400.0
+    run.runs["training-0"].append([8000.0, 13400.0, 1.0])  # the completed run is not work to resume from
+    assert run._left("training-0") == 3 * 3600.0 - 5400.0
