@@ -27,6 +27,9 @@ scheduler_schedule_attempts_total{profile="default-scheduler",result="error"} 0
 scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 40
 scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 3
 scheduler_pending_pods_total_not_a_gauge 99
+scheduler_queue_incoming_pods_total{event="resource.k8s.io/ResourceClaimUpdate",queue="backoff"} 5
+scheduler_queue_incoming_pods_total{event="resource.k8s.io/ResourceClaimUpdate",queue="active"} 2
+scheduler_queue_incoming_pods_total{event="NodeAdd",queue="active"} 30
 """
 
 
@@ -35,6 +38,7 @@ def test_the_scheduler_queue_is_read_per_queue_and_parked_pods_do_not_count_as_w
     assert state.pending == {"active": 2, "backoff": 1, "gated": 4, "unschedulable": 7}
     assert state.attempts == 43
     assert state.waiting == 3  # active and backoff; unschedulable and gated are parked
+    assert state.moved == 7    # moved by a claim's change, not by a node's
 
 
 class FakeQueue:
@@ -72,6 +76,23 @@ def test_negative_control_a_scheduler_with_pods_waiting_never_settles():
     waiting = QueueState({"active": 0, "backoff": 2}, 10)
     with pytest.raises(NotSettled, match="2 pod\\(s\\) waiting in kube-scheduler's queue \\(backoff 2\\)"):
         wait_settled(FakeQueue(waiting), lambda: [], lambda: 0, 0.05, "t=0", quiet_s=0.0, every_s=0.01)
+
+
+def test_devices_coming_back_to_parked_pods_wait_until_the_scheduler_moved_one():
+    before, after = QueueState(IDLE.pending, 10, moved=4), QueueState(IDLE.pending, 10, moved=5)
+    q = FakeQueue(*([before] * 5), after)
+    polls = wait_settled(q, lambda: [], lambda: 0, 5.0, "t=0", quiet_s=0.0, every_s=0.001, moved_above=4)
+    assert polls == 7  # five reads before the move, the move, then one to see it hold
+
+
+def test_negative_control_a_scheduler_that_never_moves_them_is_waited_for_only_a_bounded_time(monkeypatch):
+    monkeypatch.setattr(settle, "MOVED_WITHIN_S", 0.05)
+    with pytest.raises(NotSettled, match="not yet moved the pods parked"):
+        wait_settled(FakeQueue(QueueState(IDLE.pending, 10, moved=4)), lambda: [], lambda: 0, 0.03, "t=0",
+                     quiet_s=0.0, every_s=0.005, moved_above=4)
+    polls = wait_settled(FakeQueue(QueueState(IDLE.pending, 10, moved=4)), lambda: [], lambda: 0, 5.0, "t=0",
+                         quiet_s=0.0, every_s=0.005, moved_above=4)
+    assert polls > 2  # settled once the bound passed
 
 
 def test_a_watch_stamp_maps_to_the_scenario_time_of_the_step_it_fell_in():

@@ -36,6 +36,9 @@ from dra_harness.errors import CheckError
 
 #: How long every condition must hold unchanged before the step counts as settled (wall seconds).
 QUIET_S = 0.08
+#: How long a step that gave devices back waits for the scheduler to move a parked pod (wall seconds):
+#: a version whose queueing hints move none would otherwise never settle.
+MOVED_WITHIN_S = 2.0
 #: The scheduler's queues a settled step may hold pods in: parked (waits for an event) or gated.
 PARKED = ("unschedulable", "gated")
 
@@ -50,6 +53,7 @@ class QueueState:
 
     pending: dict[str, int]
     attempts: int
+    moved: int = 0  # pods a claim's change moved out of the unschedulable queue (``scheduler_queue_incoming_pods_total``)
 
     @property
     def waiting(self) -> int:
@@ -60,14 +64,16 @@ class QueueState:
 def parse(text: str) -> QueueState:
     """``scheduler_pending_pods`` per queue and the sum of ``scheduler_schedule_attempts_total`` from Prometheus text."""
     pending: dict[str, int] = {}
-    attempts = 0
+    attempts = moved = 0
     for line in text.splitlines():
         if line.startswith("scheduler_pending_pods{"):
             queue = line.split('queue="', 1)[1].split('"', 1)[0]
             pending[queue] = int(float(line.rsplit(" ", 1)[1]))
         elif line.startswith("scheduler_schedule_attempts_total{"):
             attempts += int(float(line.rsplit(" ", 1)[1]))
-    return QueueState(pending, attempts)
+        elif line.startswith('scheduler_queue_incoming_pods_total{event="resource.k8s.io/ResourceClaim'):
+            moved += int(float(line.rsplit(" ", 1)[1]))
+    return QueueState(pending, attempts, moved)
 
 
 class SchedulerQueue:
@@ -128,12 +134,16 @@ Conditions = Callable[[], list[str]]
 
 
 def wait_settled(queue: SchedulerQueue, conditions: Conditions, events: Callable[[], int], deadline_s: float,
-                 what: str, quiet_s: float = QUIET_S, every_s: float = 0.01) -> int:
+                 what: str, quiet_s: float = QUIET_S, every_s: float = 0.01, moved_above: int | None = None) -> int:
     """Until ``conditions`` hold, the scheduler waits on nothing, and neither moved for ``quiet_s``; the polls it took.
 
-    ``events`` counts what the run's watches delivered so far. On the deadline, :class:`NotSettled` names
-    what was still unsettled at the last look."""
-    deadline = time.monotonic() + deadline_s
+    ``events`` counts what the run's watches delivered so far. ``moved_above``: the step gave devices back
+    while pods were parked as unschedulable, so the scheduler must first move some of them on the claims'
+    change (its counter above this), a positive sign that a quiet window alone cannot give on a loaded
+    machine; waited for at most :data:`MOVED_WITHIN_S`. On the deadline, :class:`NotSettled` names what
+    was still unsettled at the last look."""
+    started = time.monotonic()
+    deadline = started + deadline_s
     calm: Snapshot | None = None
     calm_since = 0.0
     polls = 0
@@ -145,6 +155,9 @@ def wait_settled(queue: SchedulerQueue, conditions: Conditions, events: Callable
         if state is not None and state.waiting:
             unsettled = [f"{state.waiting} pod(s) waiting in kube-scheduler's queue "
                          f"({', '.join(f'{q} {n}' for q, n in sorted(state.pending.items()) if n)})"]
+        elif (state is not None and moved_above is not None and state.moved <= moved_above
+              and time.monotonic() - started < MOVED_WITHIN_S):
+            unsettled = ["devices came back; kube-scheduler has not yet moved the pods parked as unschedulable"]
         last = Snapshot(unsettled, state.attempts if state else -1, events())
         now = time.monotonic()
         if last.unsettled:

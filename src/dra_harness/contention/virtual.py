@@ -116,6 +116,9 @@ class VirtualRun:
                 continue  # a late start pushed its end: the loop goes on from there
             t = self.events[0][0]
             self.clock.step(t)
+            # Devices coming back while pods are parked: the scheduler must be seen moving one (see wait_settled).
+            ending = self.events[0][1] == COMPLETE and self.extra is None and self._parked()
+            moved_above = self.queue.read().moved if ending else None
             arrivals = ends = False
             while self.events and self.events[0][0] <= t:
                 _, kind, _, name = heapq.heappop(self.events)
@@ -140,7 +143,7 @@ class VirtualRun:
             # step waits for anyway) nothing else is set moving, so a short window only catches a last attempt.
             quiet = self.quiet_s if ends or self.extra is not None else min(self.quiet_s, ARRIVALS_QUIET_S)
             self.clock.polls += wait_settled(self.queue, self._unsettled, self._events,
-                                             STEP_DEADLINE_S, f"scenario t={t:.0f} s", quiet)
+                                             STEP_DEADLINE_S, f"scenario t={t:.0f} s", quiet, moved_above=moved_above)
             self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
             self._observe(t)
             if progress:
@@ -162,6 +165,12 @@ class VirtualRun:
                 return True
             time.sleep(0.1)
         return False
+
+    def _parked(self) -> bool:
+        """Whether a pod of the run is parked as unschedulable (not bound, marked ``PodScheduled=False``)."""
+        with self.rec.lock:
+            return any(not node and unschedulable and not deleting and phase not in ("Succeeded", "Failed")
+                       for phase, node, unschedulable, deleting in self.rec.pod_state.values())
 
     def _waiting(self) -> bool:
         """Whether any pod of the run is not bound to a node: one that a device coming back could serve."""
