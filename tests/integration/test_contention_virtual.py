@@ -29,9 +29,7 @@ from dra_harness.contention.topology import Topology
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "fixtures" / "contention" / "virtual" / "two-tiers.yaml"
 #: Where kube-scheduler breaks a tie between equal nodes at random, a job may land elsewhere and a later
-#: wait move: a tier's p95 agrees within this share, or within a minute of scenario time. Its p50 does not
-#: always (seen: a 4-device job waiting one event longer because 1-device jobs had landed on its node;
-#: lo's p50 1791 s against 1975 s), so only the p95 and the verdict are held to it.
+#: wait move: a tier's p95 agrees within this share, or within a minute of scenario time.
 TOLERANCE = 0.10
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 #: The slowed control plane's CPU: a tenth of one core for the API server, scheduler and controller-manager together.
