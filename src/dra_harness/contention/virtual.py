@@ -105,7 +105,6 @@ class VirtualRun:
         self.live: set[str] = set()          # of those, pods whose run has not ended
         self.runs: dict[str, list[list[float]]] = {}   # job -> its pods' [start, end] in scenario time
         self.ended_at: dict[str, float] = {}           # pod -> the scenario time the harness ended it
-        self.skipped = 0
         self.late = 0      # pods that started after their step had settled, with no event left to carry them
 
     def run(self, progress: Callable[[int, float], None] | None = None) -> None:
@@ -136,7 +135,6 @@ class VirtualRun:
             if not arrivals and self.extra is None and self.events and not self._waiting():
                 # Only ends, and no pod waits for a device: nothing can happen at t but devices coming back,
                 # and the next step waits for those (their holds end at t all the same: ``ended_at``).
-                self.skipped += 1
                 continue
             began = time.monotonic()
             # Arrivals alone free nothing: once each new pod is bound or marked unschedulable (a condition the
