@@ -46,6 +46,8 @@ def _nothing_left(cluster) -> None:
     kube = cluster.kube()
     crds = [c["metadata"]["name"] for c in kube.list(kueue.CRDS) if c["metadata"]["name"].endswith("kueue.x-k8s.io")]
     assert crds == [], f"Kueue CRDs left: {crds}"
+    assert [b["metadata"]["name"] for b in kube.list(rest.CLUSTER_ROLE_BINDINGS)
+            if b["metadata"]["name"] == kueue.METRICS_READER] == [], "the metrics reader's binding was left"
     # Namespaces go in the background; none may be held by a finalizer that nobody will drop any more.
     watch_until(kube, rest.NAMESPACES, lambda ns: not any(n["metadata"]["name"] == kueue.NAMESPACE or
                                                           n["metadata"]["name"].startswith("ctn-") for n in ns),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.contention import runner
+from dra_harness.contention import queue, runner
 from dra_harness.contention.scenario import Scenario, load
 from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.sizing import scaled
@@ -42,7 +42,8 @@ def run(cluster, sc: Scenario, designs: list[str], out: Path, virtual: bool = Tr
     scheduler = SchedulerQueue.of_embedded(cluster) if virtual else None
     topo.create()
     try:
-        return {d: runner.run_design(kube, topo, d, out, "test", scheduler=scheduler) for d in designs}
+        with queue.kueue_running(cluster, kube, topo, "queue" in designs) as admission:
+            return {d: runner.run_design(kube, topo, d, out, "test", scheduler=scheduler, admission=admission) for d in designs}
     finally:
         topo.delete()
         if scheduler:

@@ -158,7 +158,7 @@ def test_a_contention_design_without_a_terminal_says_jobs_settled_and_the_scenar
 
     monkeypatch.setenv(heartbeat.INTERVAL_ENV, "0.05")
 
-    def run_design(kube, topo, design, where, version, probe, floor=None, progress=None, scheduler=None):
+    def run_design(kube, topo, design, where, version, probe, floor=None, progress=None, scheduler=None, admission=None):
         time.sleep(0.1)
         progress(runner.Reached(design, 0, 4, time.time() - 60, 60.0))  # an hour of scenario time in
         time.sleep(0.1)

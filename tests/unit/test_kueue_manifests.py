@@ -31,9 +31,9 @@ def test_the_crds_the_release_patches_get_the_conversion_webhook_and_the_others_
 
 
 def test_the_configuration_listens_on_loopback_only_and_maps_device_classes_to_a_quota_resource():
-    cfg = kueue.configuration(9443, 8081, Path("/private/certs"), {"example.com/gpu": ["gpu.example.com"]})
+    cfg = kueue.configuration(9443, 8081, 8443, Path("/private/certs"), {"example.com/gpu": ["gpu.example.com"]})
     assert cfg["webhook"]["host"] == "127.0.0.1" and cfg["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
-    assert cfg["metrics"]["bindAddress"] == "0" and cfg["leaderElection"]["leaderElect"] is False
+    assert cfg["metrics"]["bindAddress"] == "127.0.0.1:8443" and cfg["leaderElection"]["leaderElect"] is False
     assert cfg["internalCertManagement"]["enable"] is False and cfg["webhook"]["certDir"] == "/private/certs"
     assert cfg["integrations"]["frameworks"] == ["batch/job"]
     assert cfg["resources"]["deviceClassMappings"] == [{"name": "example.com/gpu", "deviceClassNames": ["gpu.example.com"]}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -180,10 +181,13 @@ def test_the_command_prints_one_row_per_design_and_writes_json_and_png_exit_1_wh
     monkeypatch.setattr(cli, "embedded_cluster", no_cluster)
     never_pools = lambda sc, design: _result(sc, design, "meets" if design == "shared" and sc.nodes >= 3 else "misses")  # noqa: E731
     monkeypatch.setattr(cli, "_run_at", lambda *args: never_pools)
+    closed = []
+    monkeypatch.setattr(cli.SchedulerQueue, "of_embedded", classmethod(lambda cls, cluster: SimpleNamespace(close=lambda: closed.append(1))))
     result = CliRunner().invoke(main, ["contention", "size", str(SCENARIO), "--design", "shared", "--design", "pools",
                                        "--hardware", str(H100), "--out", str(tmp_path), "--most-nodes", "8"])
     out = " ".join(result.output.split())
     assert result.exit_code == 1, result.output
+    assert closed == [1]  # the scheduler's kept-alive connection is closed
     assert "shared at 2 nodes (16 devices): does not meet — inference p95 25.0 min (misses)" in out
     assert "NVIDIA H100 80GB HBM3, 8 devices per node" in out and "pools: does not meet at 8 nodes" in out
     assert "partitions 1g.10gb, 3g.40gb, 7g.80gb: MIG-style partitions are recorded, not simulated" in out

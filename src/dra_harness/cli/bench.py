@@ -159,6 +159,8 @@ def _out(out_dir: str | None) -> Path:
 def bench_contention(scenario: str, designs: tuple[str, ...], cluster_name: str | None, k8s_version: str,
                      out_dir: str | None) -> None:
     """Wall time of each design of SCENARIO in virtual time: what a machine-independent verdict costs here."""
+    from contextlib import ExitStack, nullcontext
+
     from rich.table import Table
 
     from dra_harness import heartbeat
@@ -168,7 +170,6 @@ def bench_contention(scenario: str, designs: tuple[str, ...], cluster_name: str 
     from dra_harness.contention.scenario import ScenarioError, load
     from dra_harness.contention.settle import SchedulerQueue
     from dra_harness.contention.topology import Topology
-    from dra_harness.providers.embedded import kueue
 
     sc = load(scenario)
     chosen = list(designs) or list(sc.designs)
@@ -179,26 +180,22 @@ def bench_contention(scenario: str, designs: tuple[str, ...], cluster_name: str 
     with embedded_cluster(cluster_name, k8s_version, err, "bench") as (cluster, kube, version):
         topo = Topology(kube, sc, uuid.uuid4().hex[:12])
         scheduler = SchedulerQueue.of_embedded(cluster)
-        running = None
-        try:
+        with ExitStack() as stack:  # unwound last to first: Kueue stopped, the topology deleted, the scheduler's connection closed
+            stack.callback(scheduler.close)
+            stack.callback(topo.delete)
             topo.create()
-            if "queue" in chosen:
-                with heartbeat.status(err, f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
-                    running = kueue.start(cluster, kube, queue.device_classes(topo))
+            with (heartbeat.status(err, f"starting Kueue {catalog.KUEUE.version} (the queue design)") if "queue" in chosen
+                  else nullcontext()):
+                admission = stack.enter_context(queue.kueue_running(cluster, kube, topo, "queue" in chosen))
             seen: list[runner.Reached] = []
             for design in chosen:
                 seen.clear()
                 with heartbeat.Heartbeat(err.file, f"{sc.name} / {design} in virtual time", enabled=True,
                                          describe=lambda: (f"{seen[-1].settled}/{seen[-1].total} jobs, scenario t="
                                                            f"{heartbeat.duration(seen[-1].scenario_s())}") if seen else "setting up"):
-                    r = runner.run_design(kube, topo, design, out, version, scheduler=scheduler,
+                    r = runner.run_design(kube, topo, design, out, version, scheduler=scheduler, admission=admission,
                                           progress=lambda reached: seen.append(reached))
                 rows.append(r)
-        finally:
-            scheduler.close()
-            if running:
-                kueue.stop(cluster, kube, running)
-            topo.delete()
     table = Table(title=f"{sc.name} in virtual time, Kubernetes {version}: wall time per design")
     for heading in ("design", "jobs", "steps (settled)", "settle p50 / p95 ms", "wall s", "lost"):
         table.add_column(heading, justify="left" if heading == "design" else "right")

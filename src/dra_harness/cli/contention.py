@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from contextlib import ExitStack, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,6 @@ from dra_harness import heartbeat
 from dra_harness.cli.common import embedded_cluster, k8s_version_option
 from dra_harness.report import rundir
 from dra_harness.components import catalog
-from dra_harness.providers.embedded import kueue
 from dra_harness.bench import scheduler_perf
 from dra_harness.bench.burst import burst
 from dra_harness.contention import bench as bench_mod
@@ -111,13 +111,13 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
     runs: list[list[dict]] = []
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (cluster, kube, version):
         topo = Topology(kube, sc, run_id)
-        running_kueue = None
+        stack = ExitStack()
         try:
             with heartbeat.status(console, f"creating {sc.nodes} simulated nodes x {sc.devices_per_node} devices"):
                 topo.create()
-            if "queue" in chosen:
-                with heartbeat.status(console, f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
-                    running_kueue = kueue.start(cluster, kube, queue.device_classes(topo))
+            with heartbeat.status(console, f"starting Kueue {catalog.KUEUE.version} (the queue design)") if "queue" in chosen \
+                    else nullcontext():
+                admission = stack.enter_context(queue.kueue_running(cluster, kube, topo, "queue" in chosen))
             probe_result = None
             if probe and sc.probe.get("enabled", True):
                 with heartbeat.status(console, "preemption probe: every device held by low priority, then one high-priority job"):
@@ -128,7 +128,8 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
             if clock == "virtual":
                 scheduler = SchedulerQueue.of_embedded(cluster)
                 try:
-                    runs.append([_run_design(kube, topo, d, out, version, probe_result, None, scheduler) for d in chosen])
+                    runs.append([_run_design(kube, topo, d, out, version, probe_result, None, scheduler, admission)
+                                 for d in chosen])
                 finally:
                     scheduler.close()
                 print_table(runs[-1])
@@ -153,8 +154,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                               f"(k8s {version})", runs[-1])
         finally:
             topo.scenario = sc
-            if running_kueue:
-                kueue.stop(cluster, kube, running_kueue)
+            stack.close()  # Kueue first: it lets go of its objects while the topology is still there
             topo.delete()
     console.print(f"JSON and figures: {out}")
     if check_compression:
@@ -168,7 +168,7 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
 
 
 def _run_design(kube: Kube, topo: Topology, design: str, where: Path, version: str, probe_result: dict | None,
-                floor: dict | None, scheduler: SchedulerQueue | None = None) -> dict:
+                floor: dict | None, scheduler: SchedulerQueue | None = None, admission: queue.KueueQueue | None = None) -> dict:
     """One design's run: a bar of jobs settled on a terminal; elsewhere plain lines with the scenario time reached."""
     sc = topo.scenario
     at = "in virtual time" if scheduler else f"at {sc.time_compression:g}x"
@@ -189,7 +189,7 @@ def _run_design(kube: Kube, topo: Topology, design: str, where: Path, version: s
             bar.update(task, completed=r.settled)
 
         return runner.run_design(kube, topo, design, where, version, probe_result, floor=floor, progress=reached,
-                                 scheduler=scheduler)
+                                 scheduler=scheduler, admission=admission)
 
 
 def print_floor(floor: dict) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import click
@@ -26,7 +27,6 @@ from dra_harness.contention.scenario import DESIGNS, Scenario, ScenarioError, lo
 from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded import kueue
 from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.report import rundir
 
@@ -51,29 +51,25 @@ def _say(design: str) -> sizing.Progress:
     return lambda p: console.print(probe_line(design, p), highlight=False)
 
 
-def _run_at(cluster: LocalCluster, kube: Kube, version: str, run_id: str, out: Path) -> sizing.RunAt:
+def _run_at(cluster: LocalCluster, kube: Kube, version: str, run_id: str, out: Path,
+            scheduler: SchedulerQueue) -> sizing.RunAt:
     """A run function for the search: each probe on its own simulated nodes, deleted after it."""
-    scheduler = SchedulerQueue.of_embedded(cluster)
-
     def run_at(sc: Scenario, design: str) -> dict:
         topo = Topology(kube, sc, run_id)
-        running_kueue = None
-        try:
+        with ExitStack() as stack:  # unwound last to first: Kueue stopped, then the topology deleted
+            stack.callback(topo.delete)
             with heartbeat.status(console, f"{design} at {sc.nodes} nodes: creating {sc.nodes} simulated nodes x "
                                   f"{sc.devices_per_node} devices"):
                 topo.create()
-            if design == "queue":
-                # Kueue counts devices through the tiers' DeviceClasses, whose names carry the topology's tag,
-                # so each probe's topology gets its own Kueue, as `contention run` gives its one topology.
-                with heartbeat.status(console, f"starting Kueue {catalog.KUEUE.version} (the queue design)"):
-                    running_kueue = kueue.start(cluster, kube, queue.device_classes(topo))
+            # Kueue counts devices through the tiers' DeviceClasses, whose names carry the topology's tag,
+            # so each probe's topology gets its own Kueue, as `contention run` gives its one topology.
+            with (heartbeat.status(console, f"starting Kueue {catalog.KUEUE.version} (the queue design)")
+                  if design == "queue" else nullcontext()):
+                admission = stack.enter_context(queue.kueue_running(cluster, kube, topo, design == "queue"))
             with heartbeat.status(console, f"{sc.name} / {design} at {sc.nodes} nodes ({sc.total_devices} devices), "
                                   "virtual clock"):
-                return runner.run_design(kube, topo, design, out / f"probe-{sc.nodes}", version, scheduler=scheduler)
-        finally:
-            if running_kueue:
-                kueue.stop(cluster, kube, running_kueue)
-            topo.delete()
+                return runner.run_design(kube, topo, design, out / f"probe-{sc.nodes}", version, scheduler=scheduler,
+                                         admission=admission)
     return run_at
 
 
@@ -134,10 +130,14 @@ def size(scenario: str, designs: tuple[str, ...], hardware_file: str | None, clu
     out = Path(out_dir or rundir.default_root() / run_id).resolve() / "contention"
     rows = []
     with embedded_cluster(cluster_name, k8s_version, console, "ctn") as (cluster, kube, version):
-        run_at = _run_at(cluster, kube, version, run_id, out)
-        for design in chosen:
-            rows.append(sizing.search(sc, design, run_at, most_nodes=most_nodes, devices_per_node=per_node,
-                                      progress=_say(design)))
+        scheduler = SchedulerQueue.of_embedded(cluster)
+        try:
+            run_at = _run_at(cluster, kube, version, run_id, out, scheduler)
+            for design in chosen:
+                rows.append(sizing.search(sc, design, run_at, most_nodes=most_nodes, devices_per_node=per_node,
+                                          progress=_say(design)))
+        finally:
+            scheduler.close()
     path = sizing.write(out, sc.name, rows, shape)
     print_table(sc, rows, shape)
     console.print(f"JSON and figure: {path} and {path.with_suffix('.png').name}", highlight=False)

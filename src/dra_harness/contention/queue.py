@@ -15,8 +15,13 @@ An evicted job resumes from its last checkpoint when its tier has ``checkpoint_i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
+from dra_harness.contention.settle import Metrics
 from dra_harness.kube import rest
 from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
 from dra_harness.kube.rest import Kube, Obj
@@ -32,6 +37,9 @@ RESOURCE = f"{DRIVER}/gpu"
 QUEUE = "jobs"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: What :meth:`Settled.end` sets on a Job whose pod the harness ended: a spec change, harmless (a day
+#: after it finished; the run's namespace is gone long before).
+ENDED_TTL_S = 86400
 
 
 def device_classes(topo: Topology) -> dict[str, list[str]]:
@@ -134,25 +142,93 @@ class Resumer:
             log.debug("resume patch of %s refused: %s", name, e)
 
 
-class Settled:
-    """The queue design's part of a virtual-time step being settled (:mod:`.settle`), read from Jobs and Workloads.
+@dataclass(frozen=True)
+class AdmissionState:
+    """Kueue's admission queue for one ClusterQueue, and its admission attempts (all queues), as its /metrics says now."""
 
-    Kueue's own queue is not readable here (its metrics are off), so a step waits until every Job has a
-    Workload Kueue has tried (``QuotaReserved`` set either way), none is half evicted, and every Job
-    admitted has its pod; :attr:`changes` counts Workload updates so the quiet window also waits for
-    Kueue to stop writing.
+    active: int        # workloads waiting for an admission attempt
+    inadmissible: int  # tried, parked until something changes
+    attempts: int
+
+
+def parse_admission(text: str, cluster_queue: str) -> AdmissionState:
+    """``kueue_pending_workloads`` of ``cluster_queue`` and the sum of ``kueue_admission_attempts_total``."""
+    pending = {"active": 0, "inadmissible": 0}
+    attempts = 0
+    for line in text.splitlines():
+        if line.startswith("kueue_pending_workloads{") and f'cluster_queue="{cluster_queue}"' in line:
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            pending[status] = pending.get(status, 0) + int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("kueue_admission_attempts_total{"):
+            attempts += int(float(line.rsplit(" ", 1)[1]))
+    return AdmissionState(pending["active"], pending["inadmissible"], attempts)
+
+
+class KueueQueue(Metrics):
+    """Kueue's /metrics, checked against the cluster's CA, read with a token of :data:`kueue.METRICS_READER`."""
+
+    def __init__(self, kube: Kube, running: kueue.Kueue, ca: Path) -> None:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        super().__init__("Kueue", running.metrics_port, ctx, lambda: kueue.metrics_token(kube))
+
+    def read(self, cluster_queue: str) -> AdmissionState:
+        return parse_admission(self.text(), cluster_queue)
+
+
+@contextmanager
+def kueue_running(cluster, kube: Kube, topo: Topology, wanted: bool = True) -> Iterator[KueueQueue | None]:
+    """Kueue started beside the embedded ``cluster`` for ``topo``'s DeviceClasses, and its admission queue's
+    reader; stopped after. ``wanted`` False: nothing started, None given."""
+    if not wanted:
+        yield None
+        return
+    running = kueue.start(cluster, kube, device_classes(topo))
+    reader = None
+    try:
+        reader = KueueQueue(kube, running, cluster.state_dir / "pki" / "ca.crt")
+        yield reader
+    finally:
+        if reader is not None:
+            reader.close()
+        kueue.stop(cluster, kube, running)
+
+
+class Settled:
+    """The queue design's part of a virtual-time step being settled (:mod:`.settle`), read from Jobs, Workloads
+    and Kueue's admission queue.
+
+    A step waits until every Job has a Workload Kueue has tried (``QuotaReserved`` set either way), none is
+    half evicted, every Job admitted has its pod, every Job whose pod the harness ended is ``Finished``
+    (the Job controller marks it complete, Kueue gives its quota back), and Kueue's queue holds no workload
+    waiting for an attempt; :attr:`changes` counts Workload updates and Kueue's admission attempts, so the
+    quiet window also waits for Kueue to stop moving.
+
+    :meth:`end` touches a Job's spec once the harness ended its pod: the Job controller syncs a Job at once on
+    a spec change but batches pod changes for 1 s of wall time (``SyncJobBatchPeriod``), and every step
+    that ends a job would otherwise wait that second for its quota to come back.
     """
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
+    def __init__(self, kube: Kube, namespace: str, admission: KueueQueue) -> None:
+        self.kube, self.namespace, self.admission = kube, namespace, admission
         self.versions: dict[str, str] = {}
+        self.attempts = -1
         self.changes = 0
+        self.pending = 0  # workloads neither admitted nor finished at the last look
 
-    def __call__(self) -> list[str]:
+    def end(self, job: str) -> None:
+        try:
+            self.kube.patch(rest.JOBS, job, {"spec": {"ttlSecondsAfterFinished": ENDED_TTL_S}}, self.namespace)
+        except rest.NotFound:
+            pass  # gone with an eviction's clean-up: nothing to sync
+        except (rest.ApiError, rest.Unreachable) as e:  # only slower: the controller's batch syncs it in 1 s
+            log.debug("touching job %s refused: %s", job, e)
+
+    def __call__(self, ended: Collection[str] = ()) -> list[str]:
         out = []
         jobs = {j["metadata"]["name"]: j for j in self.kube.list(rest.JOBS, self.namespace)}
         versions = {}
         owners = set()
+        pending = 0
         for w in self.kube.list(kueue.WORKLOADS, self.namespace):
             name = w["metadata"]["name"]
             versions[name] = w["metadata"]["resourceVersion"]
@@ -161,6 +237,8 @@ class Settled:
             cond = {c["type"]: c["status"] for c in (w.get("status") or {}).get("conditions") or []}
             if cond.get("Finished") == "True":
                 continue
+            if job in ended:
+                out.append(f"job {job} ended, its workload not yet Finished")
             if "QuotaReserved" not in cond:
                 out.append(f"workload of job {job} not yet tried by Kueue")
             elif cond.get("Evicted") == "True" and cond.get("QuotaReserved") == "True":
@@ -169,7 +247,13 @@ class Settled:
                 status = (jobs.get(job) or {}).get("status") or {}
                 if jobs.get(job, {}).get("spec", {}).get("suspend") or not (status.get("active") or status.get("succeeded")):
                     out.append(f"job {job} admitted, its pod not yet running")
+            else:
+                pending += 1
         out += [f"job {j} has no workload yet" for j in jobs if j not in owners]
-        if versions != self.versions:
-            self.versions, self.changes = versions, self.changes + 1
+        state = self.admission.read(self.namespace)  # the run's ClusterQueue is named after its namespace
+        if state.active:
+            out.append(f"{state.active} workload(s) waiting in Kueue's admission queue")
+        if versions != self.versions or state.attempts != self.attempts:
+            self.versions, self.attempts, self.changes = versions, state.attempts, self.changes + 1
+        self.pending = pending
         return out

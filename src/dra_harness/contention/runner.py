@@ -27,7 +27,7 @@ from dra_harness.kube.waits import wait_for_object, watch_until
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.contention import metrics, plots, queue
-from dra_harness.contention.settle import QUIET_S, SchedulerQueue
+from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.virtual import NEVER_S, VirtualRun
 from dra_harness.contention.plan import Job, plan
 from dra_harness.contention.recorder import Hold, JobRecord, Recorder
@@ -54,8 +54,6 @@ class Reached:
 Progress = Callable[[Reached], None]
 
 
-#: The queue design's quiet window in virtual time (wall seconds): see :class:`dra_harness.contention.queue.Settled`.
-QUEUE_QUIET_S = 0.3
 
 
 class ContentionError(CheckError):
@@ -124,18 +122,20 @@ def send_arrivals(kube: Kube, namespace: str, arrivals: list[dict], t0: float, t
 def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str,
                probe: dict | None = None, progress: Progress | None = None,
                inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0,
-               floor: dict | None = None, scheduler: SchedulerQueue | None = None) -> dict:
+               floor: dict | None = None, scheduler: SchedulerQueue | None = None,
+               admission: queue.KueueQueue | None = None) -> dict:
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
     With ``scheduler`` (kube-scheduler's queue, readable on the embedded cluster) the run is in virtual
     time (:mod:`.virtual`): no floor, no compression, waits in scenario time whatever the machine's
-    load. Without, in wall time compressed by the scenario's ``time_compression``.
+    load; the queue design then also needs ``admission``, Kueue's queue (:func:`.queue.kueue_running`).
+    Without, in wall time compressed by the scenario's ``time_compression``.
     ``inject`` may alter the pod bodies before they are sent (negative controls). ``floor`` (from
     :func:`dra_harness.contention.floor.summarise`) withholds the verdict of a tier whose tolerable
     wait is within ten floors, and is kept in the result (wall time only).
     """
     if scheduler is not None:
-        return _run_virtual(kube, topo, design, out_dir, k8s_version, probe, progress, inject, scheduler)
+        return _run_virtual(kube, topo, design, out_dir, k8s_version, probe, progress, inject, scheduler, admission)
     sc: Scenario = topo.scenario
     if design not in sc.designs:
         raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
@@ -250,13 +250,14 @@ def _finish(topo: Topology, design: str, jobs: list[Job], records: dict[str, Job
 
 def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str, probe: dict | None,
                  progress: Progress | None, inject: Callable[[list[Job], list[dict]], None] | None,
-                 scheduler: SchedulerQueue) -> dict:
+                 scheduler: SchedulerQueue, admission: queue.KueueQueue | None) -> dict:
     """:func:`run_design` in virtual time: each job created at its arrival step, ended by the harness."""
     sc: Scenario = topo.scenario
     jobs = plan(sc)
     queued = design == "queue"
-    if queued and not queue.kueue_serves(kube):
-        raise ContentionError("the queue design needs Kueue running on the cluster (contention run starts it on an embedded cluster)")
+    if queued and (admission is None or not queue.kueue_serves(kube)):
+        raise ContentionError("the queue design in virtual time needs Kueue running beside the embedded cluster, its "
+                              "admission queue read (contention run starts it: contention.queue.kueue_running)")
     ns = run_namespace(kube, topo, design)
     rec = Recorder(kube, ns, jobs=queued)
     started = time.monotonic()
@@ -283,9 +284,8 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
         if queued:
             queue.install(kube, topo, ns)
         rec.start()
-        # Kueue answers in several hops (a Job done, its quota freed, the next admitted): a longer quiet window.
         run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers,
-                         extra=queue.Settled(kube, ns) if queued else None, quiet_s=QUEUE_QUIET_S if queued else QUIET_S)
+                         extra=queue.Settled(kube, ns, admission) if queued and admission else None)
         setup = round(time.monotonic() - started, 1)
         if progress:
             progress(Reached(design, 0, len(jobs), time.time(), 1.0))

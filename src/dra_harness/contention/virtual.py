@@ -20,9 +20,9 @@ import bisect
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from dra_harness.contention import metrics
 from dra_harness.contention.plan import Job
@@ -87,12 +87,27 @@ def completed_status(containers: list[Obj]) -> Obj:
     }}
 
 
+class Admission(Protocol):
+    """An admission layer's part of settling (the queue design's Kueue: :class:`dra_harness.contention.queue.Settled`)."""
+
+    changes: int   # grows with every change the layer makes: the quiet window waits for it to stop
+    pending: int   # jobs it held back at its last look
+
+    def __call__(self, ended: Collection[str]) -> list[str]:
+        """What is not yet settled, given the jobs whose pods the harness ended and whose end is not yet seen."""
+        ...
+
+    def end(self, job: str) -> None:
+        """The harness ended ``job``'s pod."""
+        ...
+
+
 class VirtualRun:
     """One design's jobs driven event by event; ``create(job)`` sends a job's pod or Job at its arrival (False: not sent)."""
 
     def __init__(self, kube: Kube, namespace: str, sc: Scenario, jobs: list[Job], rec: Recorder,
                  queue: SchedulerQueue, create: Callable[[Job], bool], containers: list[Obj],
-                 extra: Callable[[], list[str]] | None = None, quiet_s: float = QUIET_S) -> None:
+                 extra: Admission | None = None, quiet_s: float = QUIET_S) -> None:
         self.kube, self.namespace, self.sc, self.jobs, self.rec = kube, namespace, sc, jobs, rec
         self.queue, self.create, self.containers, self.extra, self.quiet_s = queue, create, containers, extra, quiet_s
         self.by_name = {j.name: j for j in jobs}
@@ -132,9 +147,9 @@ class VirtualRun:
                         r.tier, r.created = r.tier or self.by_name[name].tier, r.created or time.time()
                 else:
                     self._complete(name, t)
-            if not arrivals and self.extra is None and self.events and not self._waiting():
-                # Only ends, and no pod waits for a device: nothing can happen at t but devices coming back,
-                # and the next step waits for those (their holds end at t all the same: ``ended_at``).
+            if not arrivals and self.events and not self._waiting() and not (self.extra and self.extra.pending):
+                # Only ends, and no pod or queued job waits for a device: nothing can happen at t but devices (and
+                # quota) coming back, and the next step waits for those (their holds end at t all the same: ``ended_at``).
                 continue
             began = time.monotonic()
             # Arrivals alone free nothing: once each new pod is bound or marked unschedulable (a condition the
@@ -188,6 +203,11 @@ class VirtualRun:
         except rest.NotFound:  # deleted meanwhile (evicted): it has no end to write
             self.ending.discard(pod)
             self.ended_at.pop(pod, None)
+            return
+        if self.extra is not None:
+            with self.rec.lock:
+                job = self.rec.pod_job.get(pod, pod)
+            self.extra.end(job)
 
     def _observe(self, t: float) -> None:
         """Pods seen starting this step get their end scheduled; pods seen ending close their run there."""
@@ -253,7 +273,9 @@ class VirtualRun:
                 if hold.pod not in state or state[hold.pod][0] in ("Succeeded", "Failed"):
                     out.append(f"claim {hold.claim} of ended pod {hold.pod} still allocated")
         if not out and self.extra:
-            out = self.extra()
+            with self.rec.lock:
+                ended = {self.rec.pod_job.get(p, p) for p in self.ending}
+            out = self.extra(ended)
         return out[:20]
 
     # -- results in scenario time ----------------------------------------------------

@@ -46,7 +46,6 @@ from dra_harness.contention.topology import Topology
 from dra_harness.kube.waits import WaitError
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
 from dra_harness.plugin.simulated import run_kwok
-from dra_harness.providers.embedded import kueue
 
 #: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
 SCENARIOS = data.path("scenarios")
@@ -197,7 +196,7 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
         pytest.skip(topology.unsupported[design])
     sc = topology.scenario
     kind = floor.kind(design)
-    with _kueue_if(design, cluster, topology), _virtual_clock(cluster, topology) as scheduler:
+    with _kueue_if(design, cluster, topology) as admission, _virtual_clock(cluster, topology) as scheduler:
         summary = None
         if scheduler is None:  # wall time: the floor decides the compression and which verdicts stand
             if (sc.name, kind) not in _FLOOR_WALLS:  # once per scenario: it is the control plane's, not the design's
@@ -206,7 +205,7 @@ def test_every_job_of_the_scenario_is_accounted_for_under_the_design(topology, d
             summary = floor.summarise(_FLOOR_WALLS[sc.name, kind], topology.scenario.time_compression, kind)
         sc = topology.scenario
         result = runner.run_design(cluster.kube, topology, design, out, cluster.server_version().lstrip("v"), probe=_PROBES.get(sc.name),
-                                   floor=summary, scheduler=scheduler)
+                                   floor=summary, scheduler=scheduler, admission=admission)
     evidence.record(
         evictions=result["evictions"],
         contention=str((out / f"{sc.name}-{design}.json").relative_to(report)),
@@ -245,19 +244,13 @@ def _virtual_clock(cluster, topology: Topology) -> Iterator[SchedulerQueue | Non
 
 
 @contextmanager
-def _kueue_if(design: str, cluster, topology: Topology) -> Iterator[None]:
-    """Kueue running for the queue design (the embedded cluster only), gone after it."""
-    if design != "queue":
-        yield
-        return
+def _kueue_if(design: str, cluster, topology: Topology) -> Iterator[queue.KueueQueue | None]:
+    """Kueue running for the queue design (the embedded cluster only), gone after it; its admission queue's reader."""
     local = getattr(cluster.provider, "embedded", None)
-    if local is None:
+    if design == "queue" and local is None:
         pytest.skip("the queue design starts Kueue as a process beside the embedded cluster")
-    running = kueue.start(local, cluster.kube, queue.device_classes(topology))
-    try:
-        yield
-    finally:
-        kueue.stop(local, cluster.kube, running)
+    with queue.kueue_running(local, cluster.kube, topology, design == "queue") as admission:
+        yield admission
 
 
 @pytest.mark.simulated_devices

@@ -58,6 +58,9 @@ CRD_REMOVAL_DEADLINE_S = 120.0
 CRD_NUDGE_AFTER_S = 3.0
 NUDGE_ANNOTATION = "dra-harness.io/removal-nudge"
 METRICS_CERTS = "/etc/kueue/metrics/certs"
+#: Who reads Kueue's /metrics (its admission queue, for the virtual clock): a ServiceAccount of ours bound to the
+#: built-in ``system:monitoring`` role. Kueue's metrics server takes bearer tokens only (TokenReview), not certificates.
+METRICS_READER = "dra-harness-metrics-reader"
 
 
 def kueue_resource(plural: str, kind: str, namespaced: bool) -> rest.Resource:
@@ -80,6 +83,7 @@ class Kueue:
 
     webhook_port: int
     health_port: int
+    metrics_port: int
     directory: Path
     crds: tuple[str, ...]
     webhook_configs: tuple[tuple[str, str], ...]  # (kind, name)
@@ -90,16 +94,17 @@ def _source() -> Path:
     return module_source(catalog.KUEUE) / "config" / "components"
 
 
-def configuration(webhook_port: int, health_port: int, cert_dir: Path, device_class_mappings: dict[str, list[str]],
-                  source: Path | None = None) -> dict:
+def configuration(webhook_port: int, health_port: int, metrics_port: int, cert_dir: Path,
+                  device_class_mappings: dict[str, list[str]], source: Path | None = None) -> dict:
     """Kueue's Configuration: the release's (its client QPS and burst, its controllers' concurrency), but
-    listening on loopback only, no leader election (one replica), certificates from us, the Job
-    integration only, and the DRA device mappings."""
+    listening on loopback only (metrics over TLS with the API server's authentication, as the release
+    serves them), no leader election (one replica), certificates from us, the Job integration only, and
+    the DRA device mappings."""
     release = yaml.safe_load(((source or _source()) / "manager" / "controller_manager_config.yaml").read_text())
     return release | {
         "namespace": NAMESPACE,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
-        "metrics": {"bindAddress": "0"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
@@ -156,17 +161,18 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     (certs / "tls.key").chmod(0o600)
     ca_bundle = base64.b64encode((cluster.state_dir / "pki" / "ca.crt").read_bytes()).decode()
-    ports = free_ports(["webhook", "health"])
+    ports = free_ports(["webhook", "health", "metrics"])
     webhook_port, health_port = ports["webhook"], ports["health"]
     url = f"https://127.0.0.1:{webhook_port}"
     config = directory / "config.yaml"
-    config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, certs, device_class_mappings, source)))
+    config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, ports["metrics"], certs, device_class_mappings, source)))
 
     try:
         kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
         namespace_created = True
     except rest.Conflict:
         namespace_created = False
+    _grant_metrics_reader(kube)
     crds = _crds(source, url, ca_bundle)
     names = {c["metadata"]["name"] for c in crds}
     # An earlier Kueue's CRDs may still be on their way out (or left by a killed run): finish that first.
@@ -186,8 +192,30 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     configs = _webhook_configs(source, url, ca_bundle)
     for doc in configs:
         kube.create(WEBHOOK_CONFIGS[doc["kind"]], doc)
-    return Kueue(webhook_port, health_port, directory, tuple(c["metadata"]["name"] for c in crds),
+    return Kueue(webhook_port, health_port, ports["metrics"], directory, tuple(c["metadata"]["name"] for c in crds),
                  tuple((d["kind"], d["metadata"]["name"]) for d in configs), namespace_created)
+
+
+def _grant_metrics_reader(kube: Kube) -> None:
+    """:data:`METRICS_READER` and its binding to ``system:monitoring`` (get on /metrics and the health paths only)."""
+    for res, body, ns in (
+            (rest.SERVICE_ACCOUNTS, {"metadata": {"name": METRICS_READER}}, NAMESPACE),
+            (rest.CLUSTER_ROLE_BINDINGS, {"metadata": {"name": METRICS_READER},
+                                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                      "name": "system:monitoring"},
+                                          "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER,
+                                                        "namespace": NAMESPACE}]}, None)):
+        try:
+            kube.create(res, body, ns)
+        except rest.Conflict:
+            pass  # left by a killed run: the same grant
+
+
+def metrics_token(kube: Kube, seconds: int = 86400) -> str:
+    """A short-lived token of :data:`METRICS_READER` (TokenRequest; kept in memory only, never written)."""
+    path = rest.SERVICE_ACCOUNTS.path(NAMESPACE, METRICS_READER, "token")
+    return kube.request("POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                       "spec": {"expirationSeconds": seconds}})["status"]["token"]
 
 
 def _established(crd: dict) -> bool:
@@ -253,6 +281,9 @@ def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
     for kind, name in kueue.webhook_configs:
         kube.delete(WEBHOOK_CONFIGS[kind], name)
     cluster.supervisor.stop(PROCESS, grace=10)
+    kube.delete(rest.CLUSTER_ROLE_BINDINGS, METRICS_READER)
+    if not kueue.namespace_created:
+        kube.delete(rest.SERVICE_ACCOUNTS, METRICS_READER, NAMESPACE)
     for name in kueue.crds:
         kube.delete(CRDS, name)
     try:
