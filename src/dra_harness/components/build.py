@@ -105,6 +105,9 @@ def _build(component: Component, target: Path, progress: Progress | None, module
     log_path = cache_root() / "logs" / f"{component.dirname}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **GO_ENV, "GOFLAGS": "-mod=readonly"}
+    if component.cgo:
+        # go-nvml leaves NVML's symbols to be found at run time (dlopen), as NVIDIA's Makefile links it.
+        env |= {"CGO_ENABLED": "1", "CGO_LDFLAGS_ALLOW": "-Wl,--unresolved-symbols=ignore-in-object-files"}
 
     # The task shows from the start: on a cold module cache `go list` downloads every module first.
     task = progress.add_task(component.dirname, total=None) if progress else None

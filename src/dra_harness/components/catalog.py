@@ -53,6 +53,11 @@ class Component:
     extra_tools: tuple[str, ...] = field(default=())
     #: Wrapper directory when it is another component's (kubelet uses Kubernetes').
     wrapper: str = ""
+    #: Built with cgo (NVIDIA's driver binds NVML through it); everything else is static Go.
+    cgo: bool = False
+    #: ``replace`` lines of the wrapper module (module => a path relative to it, or a served version): for a
+    #: dependency the proxy does not serve.
+    replaces: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def dirname(self) -> str:
@@ -173,6 +178,31 @@ def example_driver(version: str = EXAMPLE_DRIVER_VERSION) -> Component:
 
 EXAMPLE_DRIVER = example_driver()
 
+#: NVIDIA's DRA driver releases the Go proxy serves (Dec 2026): the one clusters run, and the one before it (rolls).
+NVIDIA_DRIVER_VERSIONS = ("0.5.0", "0.4.1")
+NVIDIA_DRIVER_MODULE = "sigs.k8s.io/dra-driver-nvidia-gpu"
+
+
+def nvidia_driver(version: str = NVIDIA_DRIVER_VERSIONS[0]) -> Component:
+    """NVIDIA's GPU kubelet plugin and its webhook (the ComputeDomain half is not built: no NVLink fabric here)."""
+    if version not in NVIDIA_DRIVER_VERSIONS:
+        raise InputError(f"NVIDIA DRA driver {version} is not built here; choose one of {', '.join(NVIDIA_DRIVER_VERSIONS)}")
+    return Component(
+        name="dra-driver-nvidia-gpu",
+        version=version,
+        module=NVIDIA_DRIVER_MODULE,
+        binaries={"gpu-kubelet-plugin": f"{NVIDIA_DRIVER_MODULE}/cmd/gpu-kubelet-plugin",
+                  "webhook": f"{NVIDIA_DRIVER_MODULE}/cmd/webhook"},
+        version_x=(f"{NVIDIA_DRIVER_MODULE}/internal/info.version=v{version}",),
+        cgo=True,
+        # v0.5.0 imports NVIDIA's fabric manager bindings, which the proxy does not serve; they are opened only
+        # on a host with an NVSwitch fabric, so a stand-in that answers "no library" changes nothing here.
+        # It also pins k8s.io/kubernetes v1.37.0-rc.0, which the proxy does not serve either: the release of that
+        # minor it does serve stands in (its staging modules stay at the driver's own pins).
+        replaces=(("github.com/NVIDIA/go-nvfm", "../go-nvfm-standin"),
+                  ("k8s.io/kubernetes", "k8s.io/kubernetes v1.37.2")) if version == "0.5.0" else (),
+    )
+
 
 CONTAINERD = Component(
     name="containerd",
@@ -236,6 +266,6 @@ def for_cluster(k8s_version: str = DEFAULT_KUBERNETES_VERSION, real_nodes: bool 
 
 def all_components() -> list[Component]:
     """Every wrapper module (the kubelet shares the Kubernetes wrappers)."""
-    drivers = [example_driver(v) for v in EXAMPLE_DRIVER_VERSIONS]
+    drivers = [example_driver(v) for v in EXAMPLE_DRIVER_VERSIONS] + [nvidia_driver(v) for v in NVIDIA_DRIVER_VERSIONS]
     return [kubernetes(v) for v in KUBERNETES_VERSIONS] + [ETCD, KWOK, *drivers, CONTAINERD, KIND, HELM, CRI_TOOLS, COREDNS, KUEUE]
 

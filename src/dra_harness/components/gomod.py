@@ -79,6 +79,8 @@ def render(component: Component, upstream: dict) -> str:
     lines += [f"require {component.module} {version}", ""]
     tools = [*component.binaries.values(), *component.extra_tools]
     lines += ["tool ("] + [f"\t{pkg}" for pkg in tools] + [")", ""]
+    if component.replaces:
+        lines += ["replace ("] + [f"\t{mod} => {path}" for mod, path in component.replaces] + [")", ""]
     if component.module == "k8s.io/kubernetes":
         replaces = staging_replaces(upstream, component.version)
         lines += ["replace ("]
