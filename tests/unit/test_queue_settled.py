@@ -7,8 +7,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dra_harness.contention.queue import ENDED_TTL_S, AdmissionState, Settled, parse_admission
-from dra_harness.kube import rest
-from dra_harness.providers.embedded import kueue
 
 KUEUE_METRICS = """# TYPE kueue_pending_workloads gauge
 kueue_pending_workloads{cluster_queue="ctn-run-queue",replica_role="leader",status="active"} 2
@@ -25,17 +23,23 @@ def test_kueue_s_admission_queue_is_read_for_the_run_s_cluster_queue_only():
 
 
 class FakeKube:
-    """Lists of plain objects, and the patches sent."""
+    """The patches sent."""
 
-    def __init__(self, jobs: list[dict], workloads: list[dict]) -> None:
-        self.items = {rest.JOBS.plural: jobs, kueue.WORKLOADS.plural: workloads}
+    def __init__(self) -> None:
         self.patches: list[tuple[str, dict]] = []
-
-    def list(self, res, namespace=None):
-        return self.items[res.plural]
 
     def patch(self, res, name, body, namespace=None):
         self.patches.append((name, body))
+
+
+class FakeMirror:
+    """A watched kind as plain objects; ``changes`` grows when the test changes them."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        self.objects, self.changes = objects, 0
+
+    def items(self) -> list[dict]:
+        return self.objects
 
 
 def job(name: str, active: int = 1, suspend: bool = False) -> dict:
@@ -50,7 +54,9 @@ def workload(job_name: str, **conditions: str) -> dict:
 
 def settled(jobs: list[dict], workloads: list[dict], active: int = 0, attempts: int = 0) -> Settled:
     reader = SimpleNamespace(read=lambda cq: AdmissionState(active, 0, attempts))
-    return Settled(FakeKube(jobs, workloads), "ctn-run-queue", reader)  # type: ignore[arg-type]
+    s = Settled(FakeKube(), "ctn-run-queue", reader)  # type: ignore[arg-type]
+    s.jobs, s.workloads = FakeMirror(jobs), FakeMirror(workloads)  # type: ignore[assignment]
+    return s
 
 
 def test_a_step_waits_for_every_job_the_harness_ended_to_be_finished_and_its_quota_given_back():
@@ -69,7 +75,7 @@ def test_a_workload_waiting_in_kueue_s_admission_queue_holds_the_step_and_a_park
     assert settled([job("b", active=0, suspend=True)], [pending], active=0)() == []
 
 
-def test_kueue_s_admission_attempts_count_as_changes_for_the_quiet_window():
+def test_kueue_s_admission_attempts_and_watched_changes_count_for_the_quiet_window():
     s = settled([job("c")], [workload("c", QuotaReserved="True", Admitted="True")], attempts=3)
     s()
     first = s.changes
@@ -78,6 +84,9 @@ def test_kueue_s_admission_attempts_count_as_changes_for_the_quiet_window():
     s.admission = SimpleNamespace(read=lambda cq: AdmissionState(0, 0, 4))  # type: ignore[assignment]
     s()
     assert s.changes == first + 1
+    s.workloads.changes += 1  # type: ignore[attr-defined]  # a Workload written, as the watch saw it
+    s()
+    assert s.changes == first + 2
 
 
 def test_ending_a_job_touches_its_spec_so_the_job_controller_syncs_it_at_once():

@@ -279,19 +279,22 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
         return True
 
     containers = (arrivals[0]["body"]["spec"]["template"]["spec"] if queued else arrivals[0]["body"]["spec"])["containers"]
+    settled = None
     try:
         topo.install(design, ns)
         if queued:
             queue.install(kube, topo, ns)
         rec.start()
-        run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers,
-                         extra=queue.Settled(kube, ns, admission) if queued and admission else None)
+        settled = queue.Settled(kube, ns, admission).start() if queued and admission else None
+        run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers, extra=settled)
         setup = round(time.monotonic() - started, 1)
         if progress:
             progress(Reached(design, 0, len(jobs), time.time(), 1.0))
         run.run(progress=(lambda d, t: progress(Reached(design, d, len(jobs), time.time() - t, 1.0))) if progress else None)
     finally:
         rec.close()
+        if settled is not None:
+            settled.close()
         cleanup_error = (_quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
                          or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
     extra = {"clock": "virtual", "floor": None, "phases_wall_s": {"setup_s": setup}, "virtual": run.clock.summary() | {"late_starts": run.late}}
