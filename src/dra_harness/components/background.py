@@ -41,7 +41,7 @@ def for_tests() -> list[Component]:
     """What the project's tests build beyond the embedded cluster, in the order the last tests need it."""
     old = catalog.KUBERNETES_VERSIONS[1]  # the upgrade tests' from-version
     return [catalog.KUEUE, catalog.kubernetes(old), catalog.kubelet(old), catalog.example_driver("0.3.0"),
-            catalog.KIND, catalog.CRI_TOOLS, catalog.HELM, catalog.COREDNS, catalog.kind_node()]
+            catalog.KIND, catalog.CRI_TOOLS, catalog.HELM, catalog.COREDNS, catalog.kind_node(), catalog.nvidia_driver()]
 
 
 class Background:
