@@ -125,3 +125,10 @@ def test_an_evicted_job_runs_only_the_work_left_after_its_last_checkpoint():
     assert run._left("training-0") == 3 * 3600.0 - 5400.0
     run.runs["training-0"].append([8000.0, 13400.0, 1.0])  # the completed run is not work to resume from
     assert run._left("training-0") == 3 * 3600.0 - 5400.0
+
+
+def test_progress_in_virtual_time_reports_the_step_s_scenario_time_not_the_wall_clock_s():
+    from dra_harness.contention.runner import Reached
+
+    assert Reached("shared", 3, 10, t0=0.0, time_compression=1.0, at=3600.0).scenario_s() == 3600.0
+    assert Reached("shared", 3, 10, t0=100.0, time_compression=60.0).scenario_s(now=160.0) == 3600.0

@@ -50,8 +50,10 @@ def _progress() -> Progress:
 
 
 def print_table(results: list[dict]) -> None:
-    table = Table(title="contention: waits in scenario minutes (p95 within tolerable and nothing lost = meets; "
-                        "tolerable within ten control-plane floors = not established)")
+    virtual = all(r.get("clock") == "virtual" for r in results)
+    table = Table(title="contention: waits in scenario minutes (p95 within tolerable and nothing lost = meets"
+                        + ("; virtual time: no floor)" if virtual else
+                           "; tolerable within ten control-plane floors = not established)"))
     for col in ("design", "tier", "prio", "jobs", "p50", "p95", "p99", "max", "tolerable", "over", "verdict"):
         table.add_column(col, justify="left" if col in ("design", "tier", "verdict") else "right")
     m = lambda s: "-" if s is None else f"{s / 60:.1f}"  # noqa: E731

@@ -44,9 +44,12 @@ class Reached:
     total: int
     t0: float  # wall clock (time.time()) at scenario time 0
     time_compression: float
+    at: float | None = None  # in virtual time, the scenario time of the last step (the wall clock says nothing)
 
     def scenario_s(self, now: float | None = None) -> float:
-        """Scenario seconds reached: wall seconds since ``t0`` times the time compression."""
+        """Scenario seconds reached: the virtual clock's step, or wall seconds since ``t0`` times the compression."""
+        if self.at is not None:
+            return self.at
         return max(0.0, (time.time() if now is None else now) - self.t0) * self.time_compression
 
 
@@ -289,8 +292,8 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
         run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers, extra=settled)
         setup = round(time.monotonic() - started, 1)
         if progress:
-            progress(Reached(design, 0, len(jobs), time.time(), 1.0))
-        run.run(progress=(lambda d, t: progress(Reached(design, d, len(jobs), time.time() - t, 1.0))) if progress else None)
+            progress(Reached(design, 0, len(jobs), time.time(), 1.0, at=0.0))
+        run.run(progress=(lambda d, t: progress(Reached(design, d, len(jobs), time.time(), 1.0, at=t))) if progress else None)
     finally:
         rec.close()
         if settled is not None:
