@@ -22,7 +22,7 @@ from dra_harness.errors import InputError
 PROBE = Path(nvml_probe.__file__).with_name("nvml_probe_script.py")
 
 READ = """
-import json, pynvml as n
+import ctypes, json, pynvml as n
 n.nvmlInit()
 out = {"driver": n.nvmlSystemGetDriverVersion(), "gpus": []}
 for i in range(n.nvmlDeviceGetCount()):
@@ -30,8 +30,13 @@ for i in range(n.nvmlDeviceGetCount()):
     major, minor = n.nvmlDeviceGetCudaComputeCapability(h)
     try:
         profile = n.nvmlDeviceGetGpuInstanceProfileInfo(h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+        count = ctypes.c_uint(0)
+        n.nvmlDeviceGetGpuInstancePossiblePlacements(h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE, None, ctypes.byref(count))
+        places = (n.c_nvmlGpuInstancePlacement_t * count.value)()
+        n.nvmlDeviceGetGpuInstancePossiblePlacements(h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE, places, ctypes.byref(count))
         mig = {"mode": n.nvmlDeviceGetMigMode(h)[0], "1-slice MiB": profile.memorySizeMB, "1-slice count": profile.instanceCount,
-               "1-slice name": profile.name if isinstance(profile.name, str) else profile.name.decode()}
+               "1-slice name": profile.name if isinstance(profile.name, str) else profile.name.decode(),
+               "1-slice starts": [p.start for p in places]}
     except n.NVMLError as e:
         mig = str(e)
     try:
@@ -115,6 +120,7 @@ def test_the_a100_profiles_carry_nvidia_s_mig_profiles_and_mig_mode(tmp_path):
     assert off[0]["mig"]["mode"] == 0 and on[0]["mig"]["mode"] == 1
     assert off[0]["mig"]["1-slice count"] == 7 and 9000 < off[0]["mig"]["1-slice MiB"] < 11000
     assert off[0]["mig"]["1-slice name"] == "MIG 1g.10gb"
+    assert off[0]["mig"]["1-slice starts"] == list(range(7))  # NVIDIA's placements: one per memory slice
 
 
 def test_a_profile_or_seed_it_does_not_know_is_one_line():

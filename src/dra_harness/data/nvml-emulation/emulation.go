@@ -365,4 +365,31 @@ func emuGpuInstanceProfile(h C.uintptr_t, id C.uint, info unsafe.Pointer) C.int 
 	return ret(nvml.SUCCESS)
 }
 
+// emuPlacements writes the profile's possible placements (NVIDIA's, from the mock definitions) into
+// placements (nil: only the count), as nvmlDeviceGetGpuInstancePossiblePlacements_v2 does.
+//
+//export emuPlacements
+func emuPlacements(h C.uintptr_t, id C.uint, placements unsafe.Pointer, count *C.uint) C.int {
+	g, r := device(h)
+	if r != nvml.SUCCESS {
+		return ret(r)
+	}
+	if count == nil {
+		return ret(nvml.ERROR_INVALID_ARGUMENT)
+	}
+	if _, ok := g.config.MIGProfiles.GpuInstanceProfiles[int(id)]; !ok {
+		return ret(nvml.ERROR_NOT_SUPPORTED)
+	}
+	possible := g.config.MIGProfiles.GpuInstancePlacements[int(id)]
+	if placements != nil {
+		if int(*count) < len(possible) {
+			*count = C.uint(len(possible))
+			return ret(nvml.ERROR_INSUFFICIENT_SIZE)
+		}
+		copy(unsafe.Slice((*nvml.GpuInstancePlacement)(placements), len(possible)), possible)
+	}
+	*count = C.uint(len(possible))
+	return ret(nvml.SUCCESS)
+}
+
 func main() {}

@@ -178,6 +178,15 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int p
     return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsigned int profile,
+                                                           nvmlGpuInstancePlacement_t *placements, unsigned int *count) {
+    return (nvmlReturn_t)emuPlacements(H(d), profile, placements, count);
+}
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t d, unsigned int profile,
+                                                        nvmlGpuInstancePlacement_t *placements, unsigned int *count) {
+    return (nvmlReturn_t)emuPlacements(H(d), profile, placements, count);
+}
+
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index, nvmlDevice_t *mig) {
     unsigned int minor = 0;
     (void)index; (void)mig;
