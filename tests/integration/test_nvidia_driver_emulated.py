@@ -1,4 +1,4 @@
-"""NVIDIA's own GPU kubelet plugin (v0.5.0, built from its module) on a simulated node over emulated H100s.
+"""NVIDIA's own GPU kubelet plugin (v0.5.0 and v0.4.1, built from its module) on a simulated node over emulated H100s.
 
 What it proves, on a real API server and kube-scheduler: the driver publishes the emulated GPUs with the
 attributes the nvidia profile names (read before from the chart and source only), the chart's own
@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from dra_harness.components import nvml
+from dra_harness.components import catalog, nvml
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import pod_claims, wait_running
 from dra_harness.kube.waits import WaitTimeout, watch_until
@@ -43,13 +43,14 @@ def attribute(device: dict, name: str):
     return next(iter(value.values()))
 
 
-def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allocates_one(small_cluster):
+@pytest.mark.parametrize("version", catalog.NVIDIA_DRIVER_VERSIONS)
+def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allocates_one(small_cluster, version):
     kube = small_cluster.kube()
     node = small_cluster.state().spec.node_names()[0]
     run_id = uuid.uuid4().hex[:8]
     ns = f"nv-{run_id}"
     kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
-    root = nvidia_driver.start(small_cluster, node, "0.5.0", "h100")
+    root = nvidia_driver.start(small_cluster, node, version, "h100")
     try:
         def nvidia(items: list[dict]) -> list[dict]:
             return [s for s in items if s["spec"]["driver"] == nvidia_driver.DRIVER and s["spec"].get("nodeName") == node]
@@ -67,12 +68,12 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
         published = set().union(*(d["attributes"] for d in devices))
         assert set(NVIDIA.attributes.values()) - published == NOT_EMULATED, published
 
-        for cls in nvidia_driver.chart_device_classes("0.5.0"):
+        for cls in nvidia_driver.chart_device_classes(version):
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
             except rest.Conflict:
                 pass
-        assert NVIDIA.device_class in {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes("0.5.0")}
+        assert NVIDIA.device_class in {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes(version)}
         kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one-gpu", run_id, [
             builders.exactly("gpu", NVIDIA.device_class)]), ns)
         kube.create(rest.PODS, builders.pod("uses-one", run_id, {"gpu": {"template": "one-gpu"}}, node_name=node), ns)

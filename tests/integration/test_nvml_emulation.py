@@ -134,3 +134,8 @@ def test_the_stubs_cover_every_declared_function_the_shim_does_not_define():
     header = "nvmlReturn_t DECLDIR nvmlA(int x);\nnvmlReturn_t DECLDIR nvmlB(void);\n"
     text = nvml.stubs(header, {"nvmlA"})
     assert "int nvmlB(void)" in text and "nvmlA(" not in text.split("emu_trace")[-1].split("\n", 1)[1]
+
+
+def test_the_driver_version_python_names_is_the_one_the_library_reports():
+    source = (nvml.source_dir() / "emulation.go").read_text()
+    assert f'driverVersion     = "{nvml.DRIVER_VERSION}"' in source

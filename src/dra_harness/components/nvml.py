@@ -33,6 +33,8 @@ from dra_harness.errors import BuildError, InputError
 GO_NVML = "github.com/NVIDIA/go-nvml"
 GO_NVML_VERSION = "v0.13.3-1"
 LIBRARY = "libnvidia-ml.so.1"
+#: The driver version the emulation reports (emulation.go's, as go-nvml's DGX mocks say).
+DRIVER_VERSION = "550.54.15"
 #: Profiles the library knows (emulation.go): 8 GPUs each.
 PROFILES = {"h100": "8x NVIDIA H100 80GB HBM3", "a100": "8x NVIDIA A100-SXM4-80GB",
             "a100-mig": "8x NVIDIA A100-SXM4-80GB, MIG mode on"}

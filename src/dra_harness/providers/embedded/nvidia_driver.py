@@ -46,7 +46,10 @@ def driver_root(cluster: LocalCluster, node: str, profile: str = "h100") -> Path
         shutil.rmtree(root)
     lib = nvml.build(profile, f"{cluster.name}-{node}")
     (root / LIB_DIR).mkdir(parents=True)
-    shutil.copy2(lib.path, root / LIB_DIR / nvml.LIBRARY)
+    # As a driver installs it: the versioned file and the soname link (the toolkit finds libraries by version).
+    versioned = f"libnvidia-ml.so.{nvml.DRIVER_VERSION}"
+    shutil.copy2(lib.path, root / LIB_DIR / versioned)
+    (root / LIB_DIR / nvml.LIBRARY).symlink_to(versioned)
     (root / "dev").mkdir()
     for minor in range(GPUS):  # plain files: on a simulated node nothing opens them, the library only looks
         (root / "dev" / f"nvidia{minor}").touch()
