@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -108,3 +109,54 @@ def test_the_chart_s_device_classes_are_read_from_the_module():
     assert classes == {"gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
                        "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
     assert nvml.PROFILES["h100"].startswith("8x")
+
+
+def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plugin_takes_the_slice_over(small_cluster):
+    kube = small_cluster.kube()
+    node = small_cluster.state().spec.node_names()[0]
+    run_id = uuid.uuid4().hex[:8]
+    ns = f"nv-{run_id}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
+
+    def mine(items: list[dict]) -> list[dict]:
+        return [s for s in items if s["spec"]["driver"] == nvidia_driver.DRIVER and s["spec"].get("nodeName") == node]
+
+    nvidia_driver.start(small_cluster, node, "0.4.1", "h100")
+    try:
+        slices = mine(watch_until(kube, rest.RESOURCE_SLICES, lambda items: len(nvidia_driver.identities(mine(items), node)) == 8,
+                                  120, f"v0.4.1 to publish {node}'s 8 GPUs"))
+        before, generation = nvidia_driver.identities(slices, node), slices[0]["metadata"]["generation"]
+        for cls in nvidia_driver.chart_device_classes("0.5.0"):
+            try:
+                kube.create(rest.DEVICE_CLASSES, cls)
+            except rest.Conflict:
+                pass
+        kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one-gpu", run_id, [
+            builders.exactly("gpu", NVIDIA.device_class)]), ns)
+        kube.create(rest.PODS, builders.pod("steady", run_id, {"gpu": {"template": "one-gpu"}}, node_name=node), ns)
+        pod = wait_running(kube, ns, "steady", timeout=120)
+        held = [r["device"] for c in pod_claims(kube, pod).values() for r in c["status"]["allocation"]["devices"]["results"]]
+
+        started = time.monotonic()
+        nvidia_driver.roll(small_cluster, node, "0.5.0")
+        slices = mine(watch_until(kube, rest.RESOURCE_SLICES, lambda items: any(s["metadata"]["generation"] > generation for s in mine(items)),
+                                  60, "v0.5.0 to take the node's slice over"))
+        took = time.monotonic() - started
+        print(f"v0.4.1 -> v0.5.0 on {node}: slice rewritten by v0.5.0 {took:.1f} s after the roll began")
+        assert nvidia_driver.changed_identities(before, slices, node, held) == []
+        assert kube.get(rest.PODS, "steady", ns)["status"]["phase"] == "Running"
+        kube.create(rest.PODS, builders.pod("after", run_id, {"gpu": {"template": "one-gpu"}}, node_name=node), ns)
+        wait_running(kube, ns, "after", timeout=120)  # the new plugin's slice serves new claims
+
+        # Negative control: the same slots under other GPUs (another seed) — the held device's identity changed.
+        nvidia_driver.driver_root(small_cluster, node, "h100", seed="other-gpus")
+        nvidia_driver.roll(small_cluster, node, "0.5.0")
+        swapped = mine(watch_until(kube, rest.RESOURCE_SLICES, lambda items: nvidia_driver.identities(mine(items), node) != before
+                                   and len(nvidia_driver.identities(mine(items), node)) == 8, 60, "the other GPUs to be published"))
+        problems = nvidia_driver.changed_identities(before, swapped, node, held)
+        assert len(problems) == 1 and held[0] in problems[0], problems
+    finally:
+        kube.delete(rest.NAMESPACES, ns)
+        nvidia_driver.stop(small_cluster, kube, node)
+        for cls in ("gpu.nvidia.com", "mig.nvidia.com"):
+            kube.delete(rest.DEVICE_CLASSES, cls)

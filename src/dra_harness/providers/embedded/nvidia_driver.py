@@ -39,12 +39,13 @@ def process(node: str) -> str:
     return f"nvidia-driver-{node}"
 
 
-def driver_root(cluster: LocalCluster, node: str, profile: str = "h100") -> Path:
-    """The node's driver root: the emulated NVML seeded for this cluster and node, its device nodes, nvidia-smi."""
+def driver_root(cluster: LocalCluster, node: str, profile: str = "h100", seed: str | None = None) -> Path:
+    """The node's driver root: the emulated NVML seeded for this cluster and node (or ``seed``: other GPUs in
+    the same slots), its device nodes, nvidia-smi."""
     root = cluster.state_dir / "nvidia" / node
     if root.exists():
         shutil.rmtree(root)
-    lib = nvml.build(profile, f"{cluster.name}-{node}")
+    lib = nvml.build(profile, seed or f"{cluster.name}-{node}")
     (root / LIB_DIR).mkdir(parents=True)
     # As a driver installs it: the versioned file and the soname link (the toolkit finds libraries by version).
     versioned = f"libnvidia-ml.so.{nvml.DRIVER_VERSION}"
@@ -77,15 +78,30 @@ def start(cluster: LocalCluster, node: str, version: str = catalog.NVIDIA_DRIVER
         raise ClusterError(f"cluster {cluster.name!r} is not up")
     if node not in st.spec.all_node_names() or node.startswith("real-node-"):
         raise ClusterError(f"node {node!r} is not a simulated node of cluster {cluster.name!r}")
-    binary = builder.build_all([catalog.nvidia_driver(version)])[catalog.nvidia_driver(version).dirname].binary("gpu-kubelet-plugin")
     root = driver_root(cluster, node, profile)
+    _run(cluster, node, version, root)
+    return root
+
+
+def roll(cluster: LocalCluster, node: str, version: str) -> None:
+    """The node's plugin replaced by ``version``'s over the same driver root (its slices stay: the new plugin
+    takes them over), as a DaemonSet roll replaces the pod when the old one goes first."""
+    root = cluster.state_dir / "nvidia" / node
+    if not root.is_dir():
+        raise ClusterError(f"NVIDIA's driver does not run on {node}: nothing to roll")
+    cluster.supervisor.stop(process(node), grace=10)
+    _run(cluster, node, version, root)
+
+
+def _run(cluster: LocalCluster, node: str, version: str, root: Path) -> None:
+    component = catalog.nvidia_driver(version)
+    binary = builder.build_all([component])[component.dirname].binary("gpu-kubelet-plugin")
     base = cluster.runtime_dir / node / "nvidia"
     dirs = {"registrar": base / "reg", "plugins": base / "plugins", "cdi": base / "cdi"}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     cluster.supervisor.start(process(node), argv(binary, node, cluster.kubeconfig, root, dirs),
                              env={"DRA_HARNESS_NVML_DEV_ROOT": str(root / "dev")})
-    return root
 
 
 def stop(cluster: LocalCluster, kube: Kube, node: str) -> None:
@@ -95,6 +111,20 @@ def stop(cluster: LocalCluster, kube: Kube, node: str) -> None:
         kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
     shutil.rmtree(cluster.state_dir / "nvidia" / node, ignore_errors=True)
     shutil.rmtree(cluster.runtime_dir / node / "nvidia", ignore_errors=True)
+
+
+def identities(slices: list[Obj], node: str) -> dict[str, str]:
+    """Device name -> published ``uuid`` of the node's ``gpu.nvidia.com`` devices."""
+    return {d["name"]: d["attributes"]["uuid"]["string"] for s in slices
+            if s["spec"]["driver"] == DRIVER and s["spec"].get("nodeName") == node for d in s["spec"].get("devices") or []}
+
+
+def changed_identities(before: dict[str, str], slices: list[Obj], node: str, held: list[str]) -> list[str]:
+    """How the devices ``held`` (names) differ after a roll from what they were: gone, or another GPU under the
+    same name (a claim allocated by name would then point at a GPU its pod never had). Empty: unchanged."""
+    after = identities(slices, node)
+    return [f"{name}: {before.get(name)} -> {after.get(name, 'no longer published')}" for name in held
+            if after.get(name) != before.get(name)]
 
 
 _NAME = re.compile(r"^\s*name:\s*(\S+)\s*$", re.M)
