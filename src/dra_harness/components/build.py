@@ -112,7 +112,7 @@ def _build(component: Component, target: Path, progress: Progress | None, module
     # The task shows from the start: on a cold module cache `go list` downloads every module first.
     task = progress.add_task(component.dirname, total=None) if progress else None
     step = f"{component.dirname}: resolve packages"
-    listed = _run(["go", "list", "-deps", *packages], module_dir, env, log_path, step)
+    listed = run_logged(["go", "list", "-deps", *packages], module_dir, env, log_path, step)
     total = len(listed.split())
     if progress and task is not None:
         progress.update(task, total=total)
@@ -160,7 +160,8 @@ def _default_binary_name(package: str) -> str:
     return parts[-1]
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, step: str) -> str:
+def run_logged(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, step: str) -> str:
+    """``argv`` run in ``cwd``, its output appended to ``log_path``; a failure names ``step`` and the log's tail."""
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(argv)}\n")
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness import data
-from dra_harness.components.build import _run, cache_root, go_version, lock
+from dra_harness.components.build import cache_root, go_version, lock, run_logged
 from dra_harness.components.gomod import GO_ENV, go
 from dra_harness.errors import BuildError, InputError
 
@@ -108,7 +108,7 @@ def build(profile: str = "h100", seed: str = "dra-harness") -> Library:
                    "CGO_CFLAGS": f"-I{headers} -O2"}
             staging = Path(tempfile.mkdtemp(prefix=".building-", dir=_parent(target)))
             ldflags = f"-s -w -X main.profileName={profile} -X main.seed={seed}"
-            _run(["go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(staging / LIBRARY), "."],
+            run_logged(["go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(staging / LIBRARY), "."],
                  work, env, log_path, "nvml-emulation: go build -buildmode=c-shared")
             (staging / LIBRARY.replace(".so.1", ".h")).unlink(missing_ok=True)  # cgo's export header: not shipped
             if target.exists():
