@@ -21,7 +21,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
-from dra_harness.labels import KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
+from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
 from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
@@ -225,6 +225,27 @@ class ClusterHandle:
             if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {}) and self.expected.nodes.get(n["metadata"]["name"])
             and n["metadata"]["name"] not in self.avoid
         )
+
+    def simulated_because(self, node: str) -> str:
+        """Why ``node``, chosen for a check that needs a kubelet, is not one of :meth:`container_nodes`: said in the
+        check's skip, with the real nodes passed over and why (a transient taint or slice gap shows there)."""
+        real = {n["metadata"]["name"]: n for n in self.kube.list(rest.NODES)
+                if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {})}
+        publishing = {v["node"] for v in self.published().values()}
+
+        def why(name: str) -> str:
+            if name in self.avoid:
+                return self.avoid[name]
+            if not self.expected.nodes.get(name):
+                return "no devices expected there"
+            if name not in publishing:
+                return "publishes nothing now"
+            if (real[name]["metadata"].get("labels") or {}).get(DISRUPTABLE_LABEL) != "true":
+                return f"not labelled {DISRUPTABLE_LABEL}=true"
+            return "cordoned or tainted now" if name not in self.schedulable_nodes() else "eligible"
+        passed = [f"{name}: {why(name)}" for name in sorted(real) if name != node]
+        return f"{node} is {'a real node passed over' if node in real else 'simulated (KWOK)'}" + \
+            (f"; real nodes passed over: {'; '.join(passed)}" if passed else "")
 
     @property
     def probe_image(self) -> str:

@@ -165,7 +165,7 @@ def test_the_driver_writes_device_status_data_into_the_claim_at_prepare(cluster,
     node, config, _ = configure("device-status")
     if node not in cluster.container_nodes():
         pytest.skip("needs a real node: the driver writes status.devices at NodePrepareResources, which no kubelet "
-                    "calls on a simulated (KWOK) node")
+                    f"calls on a simulated (KWOK) node ({cluster.simulated_because(node)})")
     _pinned(cluster, namespace, "status", node, cluster.request())
     wait_running(cluster.kube, namespace, "status", timeout=60)
 

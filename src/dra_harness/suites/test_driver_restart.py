@@ -197,7 +197,7 @@ def test_a_kubelet_wipes_the_slices_of_a_driver_gone_30_s_and_running_containers
     _needs_driver_held_down(cluster)
     node = disruptor.target_node()
     if node not in cluster.container_nodes():
-        pytest.skip(NO_KUBELET)
+        pytest.skip(f"{NO_KUBELET} ({cluster.simulated_because(node)})")
     cluster.template(namespace, "gpu")
     cluster.kube.create(rest.PODS, probe_pod("steady", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}}), namespace)
     before = wait_running(cluster.kube, namespace, "steady", timeout=120)

@@ -165,7 +165,7 @@ def test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepare
                     "the harness cannot keep it away while the pod terminates")
     node = disruptor.target_node()
     if node not in cluster.container_nodes():
-        pytest.skip("simulated (KWOK) nodes delete pods without preparing or unpreparing anything")
+        pytest.skip(f"simulated (KWOK) nodes delete pods without preparing or unpreparing anything ({cluster.simulated_because(node)})")
     cluster.template(namespace, "gpu")
     body = probe_pod("stuck", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}})
     body["spec"]["terminationGracePeriodSeconds"] = 2

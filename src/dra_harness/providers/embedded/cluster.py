@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import ssl
 import sys
 import time
@@ -51,6 +50,7 @@ from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
 from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
+from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
 from dra_harness.providers.embedded.processes import Supervisor, strays
@@ -70,21 +70,6 @@ def clusters_root() -> Path:
     """Where cluster state lives: ``$DRA_HARNESS_STATE``, else ``<cache>/clusters``."""
     override = os.environ.get("DRA_HARNESS_STATE")
     return Path(override) if override else builder.cache_root() / "clusters"
-
-
-def free_ports(names: list[str]) -> dict[str, int]:
-    """One distinct free loopback port per name (every socket held until all are bound)."""
-    socks, ports = [], {}
-    try:
-        for name in names:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports[name] = s.getsockname()[1]
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 class LocalCluster:
@@ -150,7 +135,7 @@ class LocalCluster:
 
     def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
-        ports = free_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
+        ports = take_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
         state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(runtime_dirs.create(self.state_dir)))
         self._save(state)
         if spec.owner_pid:

@@ -32,7 +32,8 @@ from pathlib import Path
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
-from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
+from dra_harness.providers.embedded import ports as port_registry
+from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.retrying import NotYet, until, wait_answers
 
@@ -62,7 +63,7 @@ def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu
         raise ClusterError(f"cluster {cluster.name!r} was built without dra-example-webhook; recreate it")
     process = process_name(namespace)
     serving = PKI(cluster.state_dir / "pki").load().issue(process, PROCESS, hosts=("127.0.0.1",), client=False)
-    port = free_ports([process])[process]
+    port = port_registry.take([process])[process]
     argv = [sys.executable, "-m", "dra_harness.providers.embedded.confine", f"--listen={port}", f"--to={INNER_PORT}", "--",
             binary, f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--port={INNER_PORT}",
             f"--driver-name={driver}"]

@@ -33,7 +33,8 @@ from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitTimeout, watch_until
-from dra_harness.providers.embedded.cluster import LocalCluster, free_ports
+from dra_harness.providers.embedded import ports as port_registry
+from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.retrying import NotYet, until, wait_answers
 
@@ -161,7 +162,7 @@ def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, li
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     (certs / "tls.key").chmod(0o600)
     ca_bundle = base64.b64encode((cluster.state_dir / "pki" / "ca.crt").read_bytes()).decode()
-    ports = free_ports(["webhook", "health", "metrics"])
+    ports = port_registry.take(["webhook", "health", "metrics"])
     webhook_port, health_port = ports["webhook"], ports["health"]
     url = f"https://127.0.0.1:{webhook_port}"
     config = directory / "config.yaml"

@@ -11,7 +11,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from dra_harness.providers.embedded.hostplumbing import (
     unmount_all,
 )
 from dra_harness.providers.embedded.pki import PKI
+from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.providers.embedded.processes import Tracked, cmdline, process_start_time, stop_group, strays
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
 from dra_harness.providers.embedded.state import ClusterState
@@ -44,12 +44,6 @@ if TYPE_CHECKING:
     from dra_harness.providers.embedded.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(st: ClusterState) -> dict[str, str]:
@@ -81,7 +75,8 @@ def boot_containerd(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Call
         say(f"starting containerd on {name}")
         serving = pki.issue(f"kubelet-{name}-serving", f"system:node:{name}", ("system:nodes",),
                             hosts=(rn.node_ip, name), client=False)
-        rn.write_configs(images.pause_image().name, pki.ca_cert, serving, _free_port(), _free_port(),
+        ports = take_ports(["kubelet", "kubelet-healthz"])
+        rn.write_configs(images.pause_image().name, pki.ca_cert, serving, ports["kubelet"], ports["kubelet-healthz"],
                          _gates_dict(st.version_of(f"kubelet-{name}")))
         make_cgroup_root(rn.cgroup_root)
         add_host_link(rn.host_link, rn.node_ip)
