@@ -147,6 +147,9 @@ class Disruptor:
         if not self.cluster.controls_driver:
             raise DisruptionRefused(f"driver configuration {config!r} needs a driver the harness starts (the embedded "
                                     "cluster's); on this cluster the driver's installation (Helm values) chose it")
+        if self.cluster.profile.name != "example":
+            raise DisruptionRefused(f"driver configuration {config!r} is the example driver's (its flags); this cluster's "
+                                    f"driver is {self.cluster.driver}")
         self._still_ours()
         if self._do(node, f"configure driver ({config}) on"):
             self.cluster.provider.configure_driver(node, config)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from dra_harness.kube import rest
 from dra_harness.kube.builders import meta
-from dra_harness.kube.pods import pending_reason
-from dra_harness.kube.pods import allocated_devices
+from dra_harness.kube.pods import allocated_devices, pending_reason, pod_claims
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.providers.profiles import DriverProfile
@@ -226,12 +225,24 @@ def output_of(kube, namespace: str, name: str) -> str:
     return log
 
 
-def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeReport, Obj]:
-    """Create the probe pod, wait until it has finished (image pull included), return its report and final pod."""
+def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeReport, Obj, list[Obj]]:
+    """Create the probe pod, wait until it has finished (image pull included), return its report, final pod and
+    claims. The claims are read when the pod is bound (allocated then): a pod's generated claims are deleted once
+    it has finished, with what they held."""
     name = body["metadata"]["name"]
+    claims: dict[str, Obj] = {}
+
+    def finished(p: Obj) -> bool:
+        if not claims and p.get("spec", {}).get("nodeName"):
+            try:
+                claims.update(pod_claims(kube, p))
+            except rest.NotFound:
+                pass  # gone already: the comparison then says nothing was allocated
+        return _finished(p)
+
     kube.create(rest.PODS, body, namespace)
-    finished = wait_for_object(
-        kube, rest.PODS, name, _finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
+    done = wait_for_object(
+        kube, rest.PODS, name, finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
         why=pending_reason(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
     )
-    return parse(output_of(kube, namespace, name)), finished
+    return parse(output_of(kube, namespace, name)), done, list(claims.values())

@@ -54,11 +54,13 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 @click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
 @click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
               help="kind: install the driver with its own Helm chart (auto, helm) or our manifests.")
+@click.option("--driver", type=click.Choice(["example", "nvidia"]), default="example", show_default=True,
+              help="example: the SIGs example driver; nvidia: NVIDIA's DRA driver on emulated GPUs (H100, at most 8 per node).")
 def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
-       provider: str, node_image: str | None, driver_image: str | None, install: str) -> None:
+       provider: str, node_image: str | None, driver_image: str | None, install: str, driver: str) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
     kubeconfig = providers.registry()[provider].up_standalone(
-        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install), err)
+        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install, driver), err)
     click.echo(str(kubeconfig))
 
 

@@ -184,15 +184,18 @@ NVIDIA_DRIVER_MODULE = "sigs.k8s.io/dra-driver-nvidia-gpu"
 
 
 def nvidia_driver(version: str = NVIDIA_DRIVER_VERSIONS[0]) -> Component:
-    """NVIDIA's GPU kubelet plugin and its webhook (the ComputeDomain half is not built: no NVLink fabric here)."""
+    """NVIDIA's GPU kubelet plugin, its webhook and CDI hook (the ComputeDomain half is not built: no NVLink fabric here)."""
     if version not in NVIDIA_DRIVER_VERSIONS:
         raise InputError(f"NVIDIA DRA driver {version} is not built here; choose one of {', '.join(NVIDIA_DRIVER_VERSIONS)}")
     return Component(
         name="dra-driver-nvidia-gpu",
         version=version,
         module=NVIDIA_DRIVER_MODULE,
+        # The CDI hook is NVIDIA's container toolkit's, at the release the driver's module pins: its image ships
+        # it, and the CDI specs the plugin writes name it for the runtime (symlinks, ldcache) at container start.
         binaries={"gpu-kubelet-plugin": f"{NVIDIA_DRIVER_MODULE}/cmd/gpu-kubelet-plugin",
-                  "webhook": f"{NVIDIA_DRIVER_MODULE}/cmd/webhook"},
+                  "webhook": f"{NVIDIA_DRIVER_MODULE}/cmd/webhook",
+                  "nvidia-cdi-hook": "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook"},
         version_x=(f"{NVIDIA_DRIVER_MODULE}/internal/info.version=v{version}",),
         cgo=True,
         # v0.5.0 imports NVIDIA's fabric manager bindings, which the proxy does not serve; they are opened only

@@ -5,7 +5,9 @@
 * a workload image: Debian's static busybox, so probe pods can ``env`` and ``sleep``;
 * the example driver's image: the Go-built kubelet plugin, for the DaemonSet install;
 * KWOK's image: its Go-built binary and the harness's pod stages, for simulated nodes run by a
-  KWOK Deployment inside a cluster the run did not create.
+  KWOK Deployment inside a cluster the run did not create;
+* the NVML probe's image: Debian's Python and glibc (:mod:`dra_harness.components.debian`) with the
+  nvidia-ml-py the harness itself uses, for the GPU-visibility checks on emulated GPUs.
 
 Each is written once per content as an OCI tarball under the cache and imported
 into a node's containerd with ``ctr images import``.
@@ -13,18 +15,21 @@ into a node's containerd with ``ctr images import``.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import shutil
 import tempfile
 from pathlib import Path
 
 from dra_harness import data
 from dra_harness.components import build as builder
-from dra_harness.components import catalog
+from dra_harness.components import catalog, debian
 from dra_harness.components.gomod import go
 from dra_harness.kube.builders import PAUSE_IMAGE
 from dra_harness.components.oci import File, Image, write_layout
 
 WORKLOAD_IMAGE = "dra-harness.local/busybox:1"
+NVML_PROBE_IMAGE = "dra-harness.local/nvml-probe"
 DRIVER_IMAGE = f"dra-harness.local/dra-example-driver:v{catalog.EXAMPLE_DRIVER_VERSION}"
 BUSYBOX = Path("/usr/bin/busybox")  # Debian busybox-static
 _APPLETS = ("sh", "env", "sleep", "cat", "ls", "echo", "true", "printenv", "grep")
@@ -95,6 +100,30 @@ def kwok_image() -> Image:
     stages = data.path("kwok-stages.yaml").read_bytes()
     files = [File("usr/bin/kwok", binary.read_bytes()), File(KWOK_STAGES.lstrip("/"), stages, mode=0o644)]
     return Image(KWOK_IMAGE, files, entrypoint=["/usr/bin/kwok"])
+
+
+#: Debian packages of the probe image: Python, the libraries its interpreter and ctypes link, and glibc
+#: (NVML is a C library: a container loading it needs one, as on a GPU node).
+NVML_PROBE_PACKAGES = ["libc6", "python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libffi8",
+                       "zlib1g", "libexpat1"]
+#: Parts of the packages nothing in a probe reads: documentation, Python's own tests and GUI tools.
+_PROBE_DROPPED = ("usr/share/", "usr/lib/python3.11/test/", "usr/lib/python3.11/idlelib/", "usr/lib/python3.11/tkinter/",
+                  "usr/lib/python3.11/ensurepip/", "usr/lib/python3.11/lib2to3/", "usr/lib/python3.11/pydoc_data/",
+                  "usr/lib/python3.11/turtledemo/")
+
+
+def nvml_probe_image_name() -> str:
+    return f"{NVML_PROBE_IMAGE}:py3.11-nvml{importlib.metadata.version('nvidia-ml-py')}"
+
+
+def nvml_probe_image() -> Image:
+    """Python with nvidia-ml-py on glibc: what ``--probe-image`` asks of a GPU cluster's image."""
+    pynvml = Path(importlib.util.find_spec("pynvml").origin)  # type: ignore[union-attr,arg-type]
+    files = debian.image_files(NVML_PROBE_PACKAGES, lambda rel: not rel.startswith(_PROBE_DROPPED))
+    files += [File("usr/bin/python3", link="python3.11"), File("usr/lib/python3/dist-packages/pynvml.py", pynvml.read_bytes(), mode=0o644),
+              File("bin/busybox", BUSYBOX.read_bytes()), File("bin/sh", link="busybox"),
+              File("etc/ld.so.conf", b"include /etc/ld.so.conf.d/*.conf\n", mode=0o644)]
+    return Image(nvml_probe_image_name(), files, entrypoint=[], cmd=["python3"])
 
 
 def tarballs(plugin: Path, driver_version: str = catalog.EXAMPLE_DRIVER_VERSION) -> list[Path]:

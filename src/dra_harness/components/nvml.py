@@ -35,10 +35,13 @@ GO_NVML_VERSION = "v0.13.3-1"
 LIBRARY = "libnvidia-ml.so.1"
 #: The driver version the emulation reports (emulation.go's, as go-nvml's DGX mocks say).
 DRIVER_VERSION = "550.54.15"
+CUDA_LIBRARY = f"libcuda.so.{DRIVER_VERSION}"
 #: Profiles the library knows (emulation.go): 8 GPUs each.
 PROFILES = {"h100": "8x NVIDIA H100 80GB HBM3", "a100": "8x NVIDIA A100-SXM4-80GB",
             "a100-mig": "8x NVIDIA A100-SXM4-80GB, MIG mode on"}
 NVML_NOT_SUPPORTED = 3
+#: Bumped when the build's own flags change (the cache key is otherwise the source's digest).
+_RECIPE = "soname"
 _DECLARED = re.compile(r"nvmlReturn_t\s+DECLDIR\s+(nvml\w+)\s*\(")
 _DEFINED = re.compile(r"^nvmlReturn_t\s+(nvml\w+)\s*\(", re.M)
 
@@ -89,7 +92,7 @@ def build(profile: str = "h100", seed: str = "dra-harness") -> Library:
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", seed):
         raise InputError(f"NVML emulation seed {seed!r}: letters, digits, '.', '_' and '-' only (at most 63)")
     source = source_dir()
-    target = cache_root() / "bin" / "nvml-emulation" / _digest(source) / go_version() / f"{profile}-{seed}"
+    target = cache_root() / "bin" / "nvml-emulation" / f"{_digest(source)}-{_RECIPE}" / go_version() / f"{profile}-{seed}"
     with lock(cache_root() / "locks" / "nvml-emulation.lock"):
         if (target / LIBRARY).is_file():
             return Library(target / LIBRARY, profile, seed, 0.0, cached=True)
@@ -107,7 +110,9 @@ def build(profile: str = "h100", seed: str = "dra-harness") -> Library:
             env = {**os.environ, **GO_ENV, "CGO_ENABLED": "1", "GOFLAGS": "-mod=readonly",
                    "CGO_CFLAGS": f"-I{headers} -O2"}
             staging = Path(tempfile.mkdtemp(prefix=".building-", dir=_parent(target)))
-            ldflags = f"-s -w -X main.profileName={profile} -X main.seed={seed}"
+            # The soname, as NVIDIA's library carries it: ldconfig (NVIDIA's CDI hook runs it in a container) makes
+            # the libnvidia-ml.so.1 link NVML clients load from it; Go's c-shared output has none of its own.
+            ldflags = f"-s -w -X main.profileName={profile} -X main.seed={seed} -extldflags=-Wl,-soname,{LIBRARY}"
             run_logged(["go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(staging / LIBRARY), "."],
                  work, env, log_path, "nvml-emulation: go build -buildmode=c-shared")
             (staging / LIBRARY.replace(".so.1", ".h")).unlink(missing_ok=True)  # cgo's export header: not shipped
@@ -119,6 +124,29 @@ def build(profile: str = "h100", seed: str = "dra-harness") -> Library:
         if not (target / LIBRARY).is_file():
             raise BuildError(f"nvml-emulation: the build left no {LIBRARY}; log {log_path}")
         return Library(target / LIBRARY, profile, seed, time.monotonic() - started, cached=False)
+
+
+def cuda_stub() -> Path:
+    """An empty ``libcuda.so.<driver version>`` (cached): NVIDIA's container toolkit finds the driver's library
+    directory by it when the plugin writes CDI specs. Nothing loads it: CUDA is not emulated."""
+    target = cache_root() / "bin" / "nvml-emulation" / "cuda-stub" / CUDA_LIBRARY
+    with lock(cache_root() / "locks" / "nvml-emulation.lock"):
+        if target.is_file():
+            return target
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if not compiler:
+            raise BuildError("no C compiler (cc) for the emulated driver's libcuda stub")
+        staging = Path(tempfile.mkdtemp(prefix=".building-", dir=_parent(target)))
+        try:
+            (staging / "stub.c").write_text("/* dra-harness: CUDA is not emulated; this library only marks the driver's directory. */\n"
+                                            "const char dra_harness_cuda_stub[] = \"not emulated\";\n")
+            log_path = cache_root() / "logs" / "nvml-emulation.log"
+            run_logged([compiler, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(staging / CUDA_LIBRARY), "stub.c"],
+                       staging, dict(os.environ), log_path, "nvml-emulation: cc libcuda stub")
+            (staging / CUDA_LIBRARY).replace(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
 
 
 def _parent(target: Path) -> Path:

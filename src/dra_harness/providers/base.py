@@ -44,6 +44,7 @@ class StandaloneSpec:
     node_image: str | None = None  # kind
     driver_image: str | None = None  # kind
     install: str = "auto"  # kind
+    driver: str = "example"  # example, or nvidia (NVIDIA's driver on emulated GPUs)
 
 
 class Provider:
@@ -60,6 +61,11 @@ class Provider:
     simulates_nodes: ClassVar[bool] = False
     #: An image every node of this cluster already has, with a shell, for container-level checks.
     workload_image: ClassVar[str | None] = None
+
+    @property
+    def nvml_probe_image(self) -> str | None:
+        """An image with Python and nvidia-ml-py the nodes have, for the GPU-visibility checks without ``--probe-image``."""
+        return None
 
     #: ``dra-harness cluster up/down --provider NAME`` starts and removes clusters of this kind.
     standalone: ClassVar[bool] = False

@@ -16,7 +16,7 @@ import pytest
 
 from dra_harness.checks import nvml_probe
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_node, pod_claims
+from dra_harness.kube.pods import allocated_node
 
 SCRIPT_CONFIGMAP = "nvml-probe"
 
@@ -30,8 +30,7 @@ class Probe:
     def run(self, name: str, **claims: dict[str, str]):
         """Run one probe pod with ``claims`` (pod-level name -> template/claim); return (report, claims, pod)."""
         body = nvml_probe.pod(name, self.cluster.run_id, self.image, SCRIPT_CONFIGMAP, claims)
-        report, pod = nvml_probe.run(self.cluster.kube, self.namespace, body)
-        held = list(pod_claims(self.cluster.kube, pod).values())
+        report, pod, held = nvml_probe.run(self.cluster.kube, self.namespace, body)
         return report, held, pod
 
     def problems(self, report, held) -> list[str]:
@@ -43,7 +42,7 @@ def probe(request, cluster) -> Probe:
     """The hook: skips unless the driver is checked through NVML and a probe image is given (before any namespace exists)."""
     if cluster.profile.container_view != "nvml":
         pytest.skip(f"the {cluster.profile.name} profile's containers are not checked with NVML (real NVIDIA GPUs only)")
-    image = request.config.getoption("--probe-image")
+    image = request.config.getoption("--probe-image") or cluster.provider.nvml_probe_image
     if not image:
         pytest.skip("pass --probe-image (an image with python3 and nvidia-ml-py) to check what containers see")
     if not cluster.runs_containers():

@@ -49,7 +49,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
-from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
+from dra_harness.providers.embedded import commands, emulated_gpus, realcluster, runtime_dirs
 from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
@@ -163,9 +163,12 @@ class LocalCluster:
         for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self._start_control_plane_component(component, state)
         self._create_nodes(kube, spec)
-        self._create_device_class(kube)
+        self._create_device_classes(kube, spec)
         self._grant_kubelet_api(kube)
-        say(f"starting {spec.nodes} example-driver plugins")
+        if spec.driver == "nvidia":
+            say(f"emulating {spec.gpus_per_node} {spec.gpu_profile} GPUs per node")
+            self._emulate_gpus(state)
+        say(f"starting {spec.nodes} {spec.driver}-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
         self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
@@ -232,7 +235,11 @@ class LocalCluster:
         dirs = self.driver_dirs(node)
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
-        self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
+        if node in st.nvidia:  # the emulated library finds the node's device nodes there (containers: their /dev)
+            self.supervisor.start(f"driver-{node}", commands.nvidia_plugin(st, self._paths(), node, dirs),
+                                  env={"DRA_HARNESS_NVML_DEV_ROOT": str(Path(st.nvidia[node]["root"]) / "dev")})
+        else:
+            self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
 
     def configure_driver(self, node: str, config: str) -> None:
         """Restart ``node``'s plugin in ``config`` (``default`` to go back). The plugin reconciles its
@@ -247,6 +254,8 @@ class LocalCluster:
                                f"{node} runs v{st.driver_version_of(node)}")
         if node in st.driver_pods:
             raise ClusterError(f"the driver on {node} is a DaemonSet's pod: its configuration is the DaemonSet's")
+        if node in st.nvidia:
+            raise ClusterError(f"{node} runs NVIDIA's driver: the example driver's configurations do not apply to it")
         before = driver_configs.by_name(st.driver_configs.get(node, "default"))
         self.stop_driver(node)
         st = self.state() or st
@@ -272,6 +281,17 @@ class LocalCluster:
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
         st.swapped[process] = entry
+        self._save(st)
+
+    def record_nvidia(self, node: str, entry: dict[str, str] | None) -> None:
+        """Remember that ``node``'s driver is NVIDIA's plugin (``entry``, as ``ClusterState.nvidia``), or no longer."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"cluster {self.name!r} is not up")
+        if entry is None:
+            st.nvidia.pop(node, None)
+        else:
+            st.nvidia[node] = entry
         self._save(st)
 
     def hand_driver_to_pod(self, node: str) -> None:
@@ -318,7 +338,7 @@ class LocalCluster:
         if st is None:
             raise ClusterError(f"cluster {self.name!r} is not up")
         swappable = [*CONTROL_PLANE, *(f"kubelet-{n}" for n in st.spec.real_node_names()),
-                     *(f"driver-{n}" for n in st.spec.all_node_names() if n not in st.driver_pods)]
+                     *(f"driver-{n}" for n in st.spec.all_node_names() if n not in st.driver_pods and n not in st.nvidia)]
         if process not in swappable:
             raise ClusterError(f"cannot swap {process!r}; choose one of {', '.join(swappable)}")
         log.info("cluster %s: swapping %s for %s (v%s)", self.name, process, binary, version)
@@ -359,12 +379,27 @@ class LocalCluster:
                 },
             })
 
-    def _create_device_class(self, kube: Kube) -> None:
+    def _create_device_classes(self, kube: Kube, spec: ClusterSpec) -> None:
+        if spec.driver == "nvidia":  # the classes NVIDIA's chart installs, read from the release's module
+            from dra_harness.providers.embedded.nvidia_driver import chart_device_classes  # it builds on this module
+
+            for cls in chart_device_classes(spec.nvidia_version):
+                kube.create(rest.DEVICE_CLASSES, cls)
+            return
         # What the example driver's Helm chart installs: one class named after the driver.
         kube.create(rest.DEVICE_CLASSES, {
             "metadata": {"name": DRIVER_NAME},
             "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER_NAME}'"}}]},
         })
+
+    def _emulate_gpus(self, state: ClusterState) -> None:
+        """Every node's driver root and the record that its driver is NVIDIA's, before any plugin starts."""
+        spec = state.spec
+        for node in spec.all_node_names():
+            root = emulated_gpus.driver_root(self.state_dir / "nvidia" / node, spec.gpu_profile, f"{self.name}-{node}",
+                                             gpus=spec.gpus_per_node, char_devices=node in spec.real_node_names())
+            state.nvidia[node] = emulated_gpus.entry(spec.nvidia_version, spec.gpu_profile, root)
+        self._save(state)
 
     def _grant_kubelet_api(self, kube: Kube) -> None:
         # Kubelets authorize every request through the API server (Webhook): the API server's own
@@ -422,8 +457,8 @@ class LocalCluster:
 
     def _wait_slices(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
         def probe() -> str | None:
-            slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}")
-            counts = {node: len(devices) for node, devices in devices_by_node(slices, DRIVER_NAME).items()}
+            slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={spec.driver_name}")
+            counts = {node: len(devices) for node, devices in devices_by_node(slices, spec.driver_name).items()}
             wrong = {n: counts.get(n, 0) for n in spec.all_node_names() if counts.get(n, 0) != spec.gpus_per_node}
             if wrong:
                 return "devices per node " + ", ".join(f"{n}={c}" for n, c in sorted(wrong.items()))

@@ -209,6 +209,18 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
     ]
 
 
+def nvidia_plugin(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path]) -> list[str]:
+    """NVIDIA's GPU kubelet plugin for one node over its emulated driver root (``ClusterState.nvidia``)."""
+    nv = st.nvidia[node]
+    return [nv["plugin"], f"--node-name={node}", f"--kubeconfig={paths.kubeconfig}",
+            f"--nvidia-driver-root={nv['root']}", f"--container-driver-root={nv['root']}", f"--cdi-root={dirs['cdi']}",
+            f"--kubelet-plugins-directory-path={dirs['plugins']}",
+            f"--kubelet-registrar-directory-path={dirs['registrar']}",
+            # The runtime runs the hook on the host at container start (the plugin runs on the host, not in its image).
+            f"--nvidia-cdi-hook-path={nv['hook']}",
+            "--image-name=dra-harness/not-pulled", "--healthcheck-port=-1", "-v=3"]
+
+
 def release(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in version.split("."))
 

@@ -21,96 +21,68 @@ import re
 import shutil
 from pathlib import Path
 
-from dra_harness.components import build as builder
-from dra_harness.components import catalog, nvml
+from dra_harness.components import catalog
 from dra_harness.components.gomod import module_source
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube, Obj
+from dra_harness.providers.embedded import emulated_gpus
 from dra_harness.providers.embedded.cluster import LocalCluster
 
 DRIVER = "gpu.nvidia.com"
-GPUS = 8
-LIB_DIR = "usr/lib/x86_64-linux-gnu"
-NVIDIA_SMI = "#!/bin/sh\necho 'nvidia-smi is not emulated (dra-harness emulated GPUs)' >&2\nexit 1\n"
+GPUS = emulated_gpus.GPUS
+LIB_DIR = emulated_gpus.LIB_DIR
 
 
-def process(node: str) -> str:
-    return f"nvidia-driver-{node}"
-
-
-def driver_root(cluster: LocalCluster, node: str, profile: str = "h100", seed: str | None = None) -> Path:
-    """The node's driver root: the emulated NVML seeded for this cluster and node (or ``seed``: other GPUs in
-    the same slots), its device nodes, nvidia-smi."""
-    root = cluster.state_dir / "nvidia" / node
-    if root.exists():
-        shutil.rmtree(root)
-    lib = nvml.build(profile, seed or f"{cluster.name}-{node}")
-    (root / LIB_DIR).mkdir(parents=True)
-    # As a driver installs it: the versioned file and the soname link (the toolkit finds libraries by version).
-    versioned = f"libnvidia-ml.so.{nvml.DRIVER_VERSION}"
-    shutil.copy2(lib.path, root / LIB_DIR / versioned)
-    (root / LIB_DIR / nvml.LIBRARY).symlink_to(versioned)
-    (root / "dev").mkdir()
-    for minor in range(GPUS):  # plain files: on a simulated node nothing opens them, the library only looks
-        (root / "dev" / f"nvidia{minor}").touch()
-    (root / "dev" / "nvidiactl").touch()
-    (root / "usr" / "bin").mkdir(parents=True)
-    (root / "usr" / "bin" / "nvidia-smi").write_text(NVIDIA_SMI)
-    (root / "usr" / "bin" / "nvidia-smi").chmod(0o755)
-    return root
-
-
-def argv(binary: Path, node: str, kubeconfig: Path, root: Path, dirs: dict[str, Path]) -> list[str]:
-    return [str(binary), f"--node-name={node}", f"--kubeconfig={kubeconfig}",
-            f"--nvidia-driver-root={root}", f"--container-driver-root={root}", f"--cdi-root={dirs['cdi']}",
-            f"--kubelet-plugins-directory-path={dirs['plugins']}",
-            f"--kubelet-registrar-directory-path={dirs['registrar']}",
-            # The hook CDI specs name for containers; no container starts on a simulated node.
-            "--nvidia-cdi-hook-path=/bin/true",
-            "--image-name=dra-harness/not-pulled", "--healthcheck-port=-1", "-v=3"]
+def driver_root(cluster: LocalCluster, node: str, profile: str = "h100", seed: str | None = None,
+                char_devices: bool = False, gpus: int = GPUS) -> Path:
+    """The node's driver root (:func:`emulated_gpus.driver_root`) in the cluster's state, seeded for the cluster
+    and node unless ``seed`` says otherwise (other GPUs in the same slots)."""
+    return emulated_gpus.driver_root(cluster.state_dir / "nvidia" / node, profile, seed or f"{cluster.name}-{node}",
+                                     gpus=gpus, char_devices=char_devices)
 
 
 def start(cluster: LocalCluster, node: str, version: str = catalog.NVIDIA_DRIVER_VERSIONS[0], profile: str = "h100") -> Path:
-    """NVIDIA's plugin for simulated ``node`` over emulated ``profile`` GPUs; the driver root it reads."""
+    """NVIDIA's plugin in place of the example driver on ``node`` (stopped, its slices deleted), over emulated
+    ``profile`` GPUs; returns the driver root it reads. On a real node its CDI specs reach the node's runtime."""
     st = cluster.state()
     if st is None:
         raise ClusterError(f"cluster {cluster.name!r} is not up")
-    if node not in st.spec.all_node_names() or node.startswith("real-node-"):
-        raise ClusterError(f"node {node!r} is not a simulated node of cluster {cluster.name!r}")
-    root = driver_root(cluster, node, profile)
-    _run(cluster, node, version, root)
+    if node not in st.spec.all_node_names():
+        raise ClusterError(f"node {node!r} is not a node of cluster {cluster.name!r}")
+    if node in st.driver_pods:
+        raise ClusterError(f"the driver on {node} is a DaemonSet's pod: replace the DaemonSet, not the process")
+    cluster.stop_driver(node)
+    kube = cluster.kube()
+    for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"):
+        if s["spec"]["driver"] != DRIVER:
+            kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+    root = driver_root(cluster, node, profile, char_devices=node in st.spec.real_node_names())
+    cluster.record_nvidia(node, emulated_gpus.entry(version, profile, root))
+    cluster.start_driver(node)
     return root
 
 
 def roll(cluster: LocalCluster, node: str, version: str) -> None:
     """The node's plugin replaced by ``version``'s over the same driver root (its slices stay: the new plugin
     takes them over), as a DaemonSet roll replaces the pod when the old one goes first."""
-    root = cluster.state_dir / "nvidia" / node
-    if not root.is_dir():
+    st = cluster.state()
+    if st is None or node not in st.nvidia:
         raise ClusterError(f"NVIDIA's driver does not run on {node}: nothing to roll")
-    cluster.supervisor.stop(process(node), grace=10)
-    _run(cluster, node, version, root)
-
-
-def _run(cluster: LocalCluster, node: str, version: str, root: Path) -> None:
-    component = catalog.nvidia_driver(version)
-    binary = builder.build_all([component])[component.dirname].binary("gpu-kubelet-plugin")
-    base = cluster.runtime_dir / node / "nvidia"
-    dirs = {"registrar": base / "reg", "plugins": base / "plugins", "cdi": base / "cdi"}
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
-    cluster.supervisor.start(process(node), argv(binary, node, cluster.kubeconfig, root, dirs),
-                             env={"DRA_HARNESS_NVML_DEV_ROOT": str(root / "dev")})
+    cluster.stop_driver(node)
+    cluster.record_nvidia(node, emulated_gpus.entry(version, st.nvidia[node]["profile"], Path(st.nvidia[node]["root"])))
+    cluster.start_driver(node)
 
 
 def stop(cluster: LocalCluster, kube: Kube, node: str) -> None:
-    """The plugin stopped, its slices deleted (no kubelet removes them on a simulated node), its root gone."""
-    cluster.supervisor.stop(process(node), grace=10)
+    """NVIDIA's plugin stopped, its slices deleted (no kubelet removes them on a simulated node, a real node's
+    only after 30 s), its root gone, and the example driver back: the node as it was before :func:`start`."""
+    cluster.stop_driver(node)
     for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER},spec.nodeName={node}"):
         kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+    cluster.record_nvidia(node, None)
     shutil.rmtree(cluster.state_dir / "nvidia" / node, ignore_errors=True)
-    shutil.rmtree(cluster.runtime_dir / node / "nvidia", ignore_errors=True)
+    cluster.start_driver(node)
 
 
 def identities(slices: list[Obj], node: str) -> dict[str, str]:

@@ -18,13 +18,13 @@ from rich.console import Console
 
 from dra_harness import heartbeat, lifetime
 from dra_harness.components import build as builder
-from dra_harness.components import catalog
+from dra_harness.components import catalog, images, nvml
 from dra_harness.errors import InputError
 from dra_harness.kube.rest import Kube
 from dra_harness.providers import profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
-from dra_harness.providers.embedded import driver_daemonset, driver_webhook
+from dra_harness.providers.embedded import driver_daemonset, driver_webhook, emulated_gpus
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
@@ -43,13 +43,15 @@ class EmbeddedProvider(Provider):
     @classmethod
     def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
         c = LocalCluster(spec.name)
+        if spec.driver == "nvidia" and spec.gpus_per_node > emulated_gpus.GPUS:
+            raise InputError(f"--gpus-per-node {spec.gpus_per_node}: the emulated NVIDIA nodes have at most {emulated_gpus.GPUS} GPUs")
         real = choose_real_nodes(spec.real_nodes, console.print)
         cluster_spec = ClusterSpec(name=spec.name, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node,
-                                   k8s_version=spec.k8s_version, real_nodes=real)
+                                   k8s_version=spec.k8s_version, real_nodes=real, driver=spec.driver)
         state = _build_and_start(c, cluster_spec, console, spec.timeout)
         console.print(
             f"cluster {spec.name!r} up in {state.timings['up']:.1f}s: Kubernetes v{spec.k8s_version}, "
-            f"{spec.nodes} simulated + {real} real nodes x {spec.gpus_per_node} devices ({state.server})"
+            f"{spec.nodes} simulated + {real} real nodes x {spec.gpus_per_node} devices of {driver_description(cluster_spec)} ({state.server})"
         )
         return c.kubeconfig
 
@@ -87,12 +89,19 @@ class EmbeddedProvider(Provider):
         reason = unavailable_reason() if real else None
         if reason:
             raise InputError(f"--real-nodes {real}: {reason}")
+        driver = _driver(self.options.get("driver"))
+        st = self.cluster.state() if name else None
+        if st is not None and self.options.get("driver") and st.spec.driver != driver:
+            raise InputError(f"--driver {self.options['driver']}: cluster {name} runs the {st.spec.driver} driver")
+        gpus = self.options.get("gpus_per_node", 8)
+        if driver == "nvidia" and not name and gpus > emulated_gpus.GPUS:
+            raise InputError(f"--gpus-per-node {gpus}: the emulated NVIDIA nodes have at most {emulated_gpus.GPUS} GPUs")
 
     def _spec(self, owner_pid: int) -> ClusterSpec:
         opt = self.options
         return ClusterSpec(name=self.cluster.name, nodes=opt.get("nodes", 4), gpus_per_node=opt.get("gpus_per_node", 8),
                            k8s_version=opt.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
-                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes") or 0)
+                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes") or 0, driver=_driver(opt.get("driver")))
 
     def prepare(self, console: Console) -> None:
         spec = self._spec(os.getpid())
@@ -117,7 +126,7 @@ class EmbeddedProvider(Provider):
         expected_file = self.options.get("expected_hardware")
         expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
         handle = ClusterHandle(self, cluster.kube(), cluster.kubeconfig, self.run_id, expected,
-                               profiles.by_name(DRIVER_NAME), expected_source="file" if expected_file else "provider")
+                               profiles.by_name(state.spec.driver_name), expected_source="file" if expected_file else "provider")
         handle.notes.append(note)
         return handle
 
@@ -139,7 +148,15 @@ class EmbeddedProvider(Provider):
             c: functools.partial(cluster.metrics, c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         }
         extra = {"cluster": {"nodes": self.options.get("nodes", 4), "gpus_per_node": self.options.get("gpus_per_node", 8)}}
-        return cluster.kube(), sources, f"dra-example-kubeletplugin v{catalog.EXAMPLE_DRIVER_VERSION}", extra
+        st = cluster.state()
+        spec = st.spec if st is not None else self._spec(os.getpid())
+        return cluster.kube(), sources, driver_description(spec), extra
+
+    @property
+    def nvml_probe_image(self) -> str | None:
+        """The NVML probe's image its real nodes have imported, where they run NVIDIA's driver."""
+        st = self.cluster.state()
+        return images.nvml_probe_image_name() if st is not None and st.spec.driver == "nvidia" and st.spec.real_nodes else None
 
     def stop_driver(self, node: str, kill: bool) -> None:
         self.cluster.stop_driver(node, kill=kill)
@@ -168,15 +185,39 @@ class EmbeddedProvider(Provider):
         return tracked is not None and tracked.alive()
 
 
+def _driver(option: str | None) -> str:
+    """``--driver`` as the embedded cluster's driver: ``example`` (the default) or ``nvidia``."""
+    if not option:
+        return "example"
+    profile = profiles.by_name(option)
+    if profile.name not in ("example", "nvidia"):
+        raise InputError(f"--driver {option}: the embedded cluster runs the example driver or NVIDIA's (on emulated GPUs)")
+    return profile.name
+
+
+def driver_description(spec: ClusterSpec) -> str:
+    """The driver as provenance names it: exactly what ran, never just "GPU"."""
+    if spec.driver == "nvidia":
+        return (f"NVIDIA DRA driver v{spec.nvidia_version} on emulated GPUs "
+                f"({spec.gpu_profile.upper()} profile, emulated NVML)")
+    return f"dra-example-kubeletplugin v{spec.driver_version}"
+
+
 def _build_and_start(cluster: LocalCluster, spec: ClusterSpec, console: Console, timeout: float = 120.0) -> ClusterState:
     """Build what is missing (progress bars), then start the cluster (a status line per step)."""
-    builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0))
+    nvidia = [catalog.nvidia_driver(spec.nvidia_version)] if spec.driver == "nvidia" else []
+    builder.build_all(catalog.for_cluster(spec.k8s_version, real_nodes=spec.real_nodes > 0) + nvidia)
     with heartbeat.status(console, "bringing up the embedded cluster") as status:
         return cluster.up(spec, timeout=timeout, say=lambda s: status.update(s))
 
 
 def local_hardware(spec: ClusterSpec) -> Hardware:
-    """What the embedded cluster's example driver publishes."""
+    """What the embedded cluster's driver publishes: the example driver's devices, or NVIDIA's emulated GPUs."""
+    if spec.driver == "nvidia":
+        product = nvml.PROFILES[spec.gpu_profile].split(" ", 1)[1].split(",")[0]
+        return Hardware(driver=spec.driver_name, device_class=spec.driver_name,
+                        nodes={n: spec.gpus_per_node for n in spec.all_node_names()},
+                        attributes={"productName": product, "driverVersion": nvml.DRIVER_VERSION}, capacity={"memory": "80Gi"})
     return Hardware(
         driver=DRIVER_NAME,
         device_class=DRIVER_NAME,

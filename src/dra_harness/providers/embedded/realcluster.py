@@ -68,6 +68,8 @@ def boot_containerd(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Call
     if reason:
         raise RealNodeError(f"cannot start real nodes: {reason}")
     tarballs = images.tarballs(Path(st.binaries["dra-example-kubeletplugin"]), st.spec.driver_version)
+    if st.spec.driver == "nvidia":  # what the GPU-visibility checks run in, as --probe-image on a GPU cluster
+        tarballs.append(images.tarball(images.nvml_probe_image()))
     env = _env(st)
     for name in st.spec.real_node_names():
         rn = node(cluster, name)

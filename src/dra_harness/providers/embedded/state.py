@@ -28,6 +28,15 @@ class ClusterSpec:
     #: PodSecurity level enforced on namespaces that set none ("": the API server's default, privileged);
     #: a hardened staging cluster's default, for the staging twins.
     pod_security: str = ""
+    #: Whose DRA driver every node runs: ``example`` (the SIGs example driver) or ``nvidia`` (NVIDIA's, over
+    #: emulated GPUs of ``gpu_profile``, :data:`dra_harness.components.nvml.PROFILES`, at ``nvidia_version``).
+    driver: str = "example"
+    nvidia_version: str = catalog.NVIDIA_DRIVER_VERSIONS[0]
+    gpu_profile: str = "h100"
+
+    @property
+    def driver_name(self) -> str:
+        return "gpu.nvidia.com" if self.driver == "nvidia" else "gpu.example.com"
 
     def node_names(self) -> list[str]:
         """The simulated (KWOK) nodes."""
@@ -57,6 +66,9 @@ class ClusterState:
     driver_pods: list[str] = field(default_factory=list)
     #: Nodes whose driver runs in a configuration other than ``default`` (:mod:`..driver_configs`), by name.
     driver_configs: dict[str, str] = field(default_factory=dict)
+    #: Nodes whose driver is NVIDIA's plugin over emulated GPUs (:mod:`..nvidia_driver`), not the example
+    #: driver: node -> {version, profile, plugin, hook, root} (the release, the GPUs, its binaries, its driver root).
+    nvidia: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def version_of(self, process: str) -> str:
         """The Kubernetes release ``process`` runs (its flags and feature gates are that release's)."""

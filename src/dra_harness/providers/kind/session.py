@@ -38,6 +38,10 @@ class KindProvider(Provider):
     def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
         from dra_harness.providers.kind.commands import up_kind
 
+        if spec.driver != "example":
+            raise InputError(f"--driver {spec.driver}: kind clusters run the example driver here; NVIDIA's runs on the "
+                             "embedded cluster (--provider local)")
+
         return up_kind(provider.KindSpec(
             name=spec.name, k8s_version=spec.k8s_version, workers=spec.nodes, gpus_per_node=spec.gpus_per_node,
             node_image=spec.node_image, driver_image=spec.driver_image, install=spec.install,

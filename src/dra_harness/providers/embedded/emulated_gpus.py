@@ -1,0 +1,62 @@
+"""Emulated NVIDIA GPUs on a node: the driver root NVIDIA's plugin and containers read.
+
+Why its own module: the cluster starts NVIDIA's plugin at bring-up (``ClusterSpec.driver``) and
+:mod:`.nvidia_driver` swaps it onto a running cluster's node; both need the same driver root and the
+same record of what runs (``ClusterState.nvidia``), and the cluster cannot import the module that
+builds on it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from dra_harness.components import build as builder
+from dra_harness.components import catalog, nvml
+
+GPUS = 8
+LIB_DIR = "usr/lib/x86_64-linux-gnu"
+#: NVIDIA's kernel module's character devices: /dev/nvidia<minor> and /dev/nvidiactl (minor 255).
+NVIDIA_MAJOR = 195
+CTL_MINOR = 255
+NVIDIA_SMI = "#!/bin/sh\necho 'nvidia-smi is not emulated (dra-harness emulated GPUs)' >&2\nexit 1\n"
+
+
+def driver_root(root: Path, profile: str, seed: str, gpus: int = GPUS, char_devices: bool = False) -> Path:
+    """A driver root at ``root``: the emulated NVML with GPU identities drawn from ``seed``, a libcuda that marks
+    its directory, ``gpus`` device nodes (the library reports the GPUs whose nodes it sees), nvidia-smi.
+
+    ``char_devices``: real character devices (major 195, as NVIDIA's kernel module numbers them) for a real
+    node, whose runtime creates a container's device nodes from the host's; nothing opens them (there is
+    no kernel module), the emulated library only looks. Plain files do on a simulated node."""
+    if root.exists():
+        shutil.rmtree(root)
+    lib = nvml.build(profile, seed)
+    (root / LIB_DIR).mkdir(parents=True)
+    # As a driver installs them: the versioned files and the soname links (the toolkit finds libraries by version).
+    for built, soname in ((lib.path, nvml.LIBRARY), (nvml.cuda_stub(), "libcuda.so.1")):
+        versioned = f"{soname.rsplit('.so', 1)[0]}.so.{nvml.DRIVER_VERSION}"
+        shutil.copy2(built, root / LIB_DIR / versioned)
+        (root / LIB_DIR / soname).symlink_to(versioned)
+    (root / "dev").mkdir()
+    for minor, name in [*((m, f"nvidia{m}") for m in range(gpus)), (CTL_MINOR, "nvidiactl")]:
+        path = root / "dev" / name
+        if char_devices:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+            path.chmod(0o666)
+        else:
+            path.touch()
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "nvidia-smi").write_text(NVIDIA_SMI)
+    (root / "usr" / "bin" / "nvidia-smi").chmod(0o755)
+    return root
+
+
+def entry(version: str, profile: str, root: Path) -> dict[str, str]:
+    """What ``ClusterState.nvidia`` records of a node running NVIDIA's plugin ``version`` (built if missing)."""
+    component = catalog.nvidia_driver(version)
+    built = builder.build_all([component])[component.dirname]
+    return {"version": version, "profile": profile, "root": str(root),
+            "plugin": str(built.binary("gpu-kubelet-plugin")), "hook": str(built.binary("nvidia-cdi-hook"))}
