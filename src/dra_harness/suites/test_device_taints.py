@@ -43,11 +43,6 @@ def taint_rules(cluster) -> Iterator[rest.Resource]:
         cluster.kube.delete(res, rule["metadata"]["name"])
 
 
-def _device(cluster, node: str, index: int) -> tuple[str, str, str]:
-    return next(k for k, v in cluster.published().items()
-                if v["node"] == node and cluster.profile.device_attribute(v["device"], "index") == index)
-
-
 def _taint(cluster, res, name: str, device: tuple[str, str, str], effect: str) -> None:
     driver, pool, dev = device
     cluster.kube.create(res, {
@@ -57,26 +52,26 @@ def _taint(cluster, res, name: str, device: tuple[str, str, str], effect: str) -
     })
 
 
-def _free_index(cluster, preflight, node: str) -> int:
-    """The lowest index of a device on ``node`` that no other workload holds (a tenant's device is not ours to taint)."""
+def _free_device(cluster, preflight, node: str) -> tuple[tuple[str, str, str], str]:
+    """A device on ``node`` that no other workload holds (a tenant's device is not ours to taint), and its uuid:
+    the one attribute every profile names (NVIDIA's driver publishes no index)."""
     held = set(preflight.nodes[node].held_by_others) if node in preflight.nodes else set()
-    free = sorted(cluster.profile.device_attribute(v["device"], "index") for k, v in cluster.published().items()
+    free = sorted((k, cluster.profile.device_attribute(v["device"], "uuid")) for k, v in cluster.published().items()
                   if v["node"] == node and k[2] not in held)
     if not free:
         raise NotEstablished(f"every device of {node} is held by another workload")
     return free[0]
 
 
-def _just(cluster, index: int, **kw) -> dict:
-    return cluster.request(selectors=[f"{cluster.profile.cel_attribute('index')} == {index}"], **kw)
+def _just(cluster, uuid: str, **kw) -> dict:
+    return cluster.request(selectors=[f"{cluster.profile.cel_attribute('uuid')} == '{uuid}'"], **kw)
 
 
 def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     node = disruptor.target_node()
-    index = _free_index(cluster, preflight, node)
-    device = _device(cluster, node, index)
+    device, uuid = _free_device(cluster, preflight, node)
     _taint(cluster, taint_rules, f"{namespace}-noschedule", device, "NoSchedule")
-    cluster.template(namespace, "that-device", _just(cluster, index))
+    cluster.template(namespace, "that-device", _just(cluster, uuid))
     cluster.pod(namespace, "kept-off", template="that-device", node_name=node)
     pod = wait_unschedulable(cluster.kube, namespace, "kept-off", timeout=60)
     message = condition(pod, "PodScheduled")["message"]
@@ -88,7 +83,7 @@ def test_a_no_schedule_taint_keeps_new_claims_off_the_device(cluster, preflight,
 def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     kube = cluster.kube
     node = disruptor.target_node()
-    cluster.template(namespace, "that-device", _just(cluster, _free_index(cluster, preflight, node)))
+    cluster.template(namespace, "that-device", _just(cluster, _free_device(cluster, preflight, node)[1]))
     cluster.pod(namespace, "victim", template="that-device", node_name=node)
     pod = wait_running(kube, namespace, "victim")
     device = allocated_devices(pod_claims(kube, pod)["gpu"])[0]
@@ -103,11 +98,10 @@ def test_a_no_execute_taint_evicts_the_pods_using_the_device(cluster, preflight,
 
 def test_a_toleration_in_the_claim_request_lets_a_pod_through(cluster, preflight, namespace, disruptor, taint_rules, evidence):
     node = disruptor.target_node()
-    index = _free_index(cluster, preflight, node)
-    device = _device(cluster, node, index)
+    device, uuid = _free_device(cluster, preflight, node)
     _taint(cluster, taint_rules, f"{namespace}-tolerated", device, "NoSchedule")
     toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-    cluster.template(namespace, "tolerating", _just(cluster, index, tolerations=[toleration]))
+    cluster.template(namespace, "tolerating", _just(cluster, uuid, tolerations=[toleration]))
     cluster.pod(namespace, "tolerant", template="tolerating", node_name=node)
     pod = wait_running(cluster.kube, namespace, "tolerant", timeout=60)
     got = allocated_devices(pod_claims(cluster.kube, pod)["gpu"])

@@ -30,6 +30,9 @@ class Probe:
     def run(self, name: str, **claims: dict[str, str]):
         """Run one probe pod with ``claims`` (pod-level name -> template/claim); return (report, claims, pod)."""
         body = nvml_probe.pod(name, self.cluster.run_id, self.image, SCRIPT_CONFIGMAP, claims)
+        # Only a node that runs containers can answer (a simulated node would keep the probe Running for ever).
+        body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": self.cluster.container_nodes()}]}]}}}
         report, pod, held = nvml_probe.run(self.cluster.kube, self.namespace, body)
         return report, held, pod
 
