@@ -51,6 +51,7 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
     run_id = uuid.uuid4().hex[:8]
     ns = f"nv-{run_id}"
     kube.create(rest.NAMESPACES, {"metadata": {"name": ns}})
+    created: list[str] = []
     root = nvidia_driver.start(small_cluster, node, version, "h100")
     try:
         def nvidia(items: list[dict]) -> list[dict]:
@@ -72,6 +73,7 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
         for cls in nvidia_driver.chart_device_classes(version):
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
+                created.append(cls["metadata"]["name"])
             except rest.Conflict:
                 pass
         assert NVIDIA.device_class in {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes(version)}
@@ -98,7 +100,7 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
     finally:
         kube.delete(rest.NAMESPACES, ns)
         nvidia_driver.stop(small_cluster, kube, node)
-        for cls in ("gpu.nvidia.com", "mig.nvidia.com"):
+        for cls in created:  # only the classes this test made
             kube.delete(rest.DEVICE_CLASSES, cls)
     left = [s["metadata"]["name"] for s in kube.list(rest.RESOURCE_SLICES) if s["spec"]["driver"] == nvidia_driver.DRIVER]
     assert left == [] and not (small_cluster.state_dir / "nvidia" / node).exists()
@@ -121,6 +123,7 @@ def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plug
     def mine(items: list[dict]) -> list[dict]:
         return [s for s in items if s["spec"]["driver"] == nvidia_driver.DRIVER and s["spec"].get("nodeName") == node]
 
+    created: list[str] = []
     nvidia_driver.start(small_cluster, node, "0.4.1", "h100")
     try:
         slices = mine(watch_until(kube, rest.RESOURCE_SLICES, lambda items: len(nvidia_driver.identities(mine(items), node)) == 8,
@@ -129,6 +132,7 @@ def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plug
         for cls in nvidia_driver.chart_device_classes("0.5.0"):
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
+                created.append(cls["metadata"]["name"])
             except rest.Conflict:
                 pass
         kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one-gpu", run_id, [
@@ -158,5 +162,5 @@ def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plug
     finally:
         kube.delete(rest.NAMESPACES, ns)
         nvidia_driver.stop(small_cluster, kube, node)
-        for cls in ("gpu.nvidia.com", "mig.nvidia.com"):
+        for cls in created:  # only the classes this test made
             kube.delete(rest.DEVICE_CLASSES, cls)

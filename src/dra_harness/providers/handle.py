@@ -232,6 +232,7 @@ class ClusterHandle:
         real = {n["metadata"]["name"]: n for n in self.kube.list(rest.NODES)
                 if KWOK_ANNOTATION not in (n["metadata"].get("annotations") or {})}
         publishing = {v["node"] for v in self.published().values()}
+        schedulable = set(self.schedulable_nodes())
 
         def why(name: str) -> str:
             if name in self.avoid:
@@ -242,7 +243,7 @@ class ClusterHandle:
                 return "publishes nothing now"
             if (real[name]["metadata"].get("labels") or {}).get(DISRUPTABLE_LABEL) != "true":
                 return f"not labelled {DISRUPTABLE_LABEL}=true"
-            return "cordoned or tainted now" if name not in self.schedulable_nodes() else "eligible"
+            return "cordoned or tainted now" if name not in schedulable else "eligible"
         passed = [f"{name}: {why(name)}" for name in sorted(real) if name != node]
         return f"{node} is {'a real node passed over' if node in real else 'simulated (KWOK)'}" + \
             (f"; real nodes passed over: {'; '.join(passed)}" if passed else "")

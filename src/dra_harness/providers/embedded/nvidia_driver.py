@@ -52,13 +52,15 @@ def start(cluster: LocalCluster, node: str, version: str = catalog.NVIDIA_DRIVER
         raise ClusterError(f"node {node!r} is not a node of cluster {cluster.name!r}")
     if node in st.driver_pods:
         raise ClusterError(f"the driver on {node} is a DaemonSet's pod: replace the DaemonSet, not the process")
+    running = cluster.supervisor.get(f"driver-{node}")
+    was_running = running is not None and running.alive()  # stop() restarts the example driver only if it ran
     cluster.stop_driver(node)
     kube = cluster.kube()
     for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"):
         if s["spec"]["driver"] != DRIVER:
             kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
     root = driver_root(cluster, node, profile, char_devices=node in st.spec.real_node_names())
-    cluster.record_nvidia(node, emulated_gpus.entry(version, profile, root))
+    cluster.record_nvidia(node, {**emulated_gpus.entry(version, profile, root), "example_was_running": str(was_running)})
     cluster.start_driver(node)
     return root
 
@@ -70,19 +72,22 @@ def roll(cluster: LocalCluster, node: str, version: str) -> None:
     if st is None or node not in st.nvidia:
         raise ClusterError(f"NVIDIA's driver does not run on {node}: nothing to roll")
     cluster.stop_driver(node)
-    cluster.record_nvidia(node, emulated_gpus.entry(version, st.nvidia[node]["profile"], Path(st.nvidia[node]["root"])))
+    cluster.record_nvidia(node, {**st.nvidia[node], **emulated_gpus.entry(version, st.nvidia[node]["profile"], Path(st.nvidia[node]["root"]))})
     cluster.start_driver(node)
 
 
 def stop(cluster: LocalCluster, kube: Kube, node: str) -> None:
     """NVIDIA's plugin stopped, its slices deleted (no kubelet removes them on a simulated node, a real node's
-    only after 30 s), its root gone, and the example driver back: the node as it was before :func:`start`."""
+    only after 30 s), its root gone, and the example driver back if it ran before: the node as :func:`start` found it."""
     cluster.stop_driver(node)
     for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER},spec.nodeName={node}"):
         kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+    st = cluster.state()
+    restore = st is not None and st.nvidia.get(node, {}).get("example_was_running") != "False"
     cluster.record_nvidia(node, None)
     shutil.rmtree(cluster.state_dir / "nvidia" / node, ignore_errors=True)
-    cluster.start_driver(node)
+    if restore:  # what start() stopped, and only that
+        cluster.start_driver(node)
 
 
 def identities(slices: list[Obj], node: str) -> dict[str, str]:
