@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.errors import InputError
-from dra_harness.providers.embedded import commands
+from dra_harness.providers.embedded import commands, emulated_gpus
 from dra_harness.providers.embedded.provider import _driver, driver_description, local_hardware
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
 
@@ -46,4 +46,22 @@ def test_the_plugin_reads_the_nodes_driver_root_and_names_the_cdi_hook_for_the_r
     argv = commands.nvidia_plugin(st, paths, "gpu-node-0", dirs)
     assert argv[0] == "/b/gpu-kubelet-plugin"
     assert {"--nvidia-driver-root=/s/nvidia/gpu-node-0", "--cdi-root=/r/cdi", "--nvidia-cdi-hook-path=/b/nvidia-cdi-hook",
-            "--healthcheck-port=-1", "--kubelet-registrar-directory-path=/r/reg"} <= set(argv)
+            "--healthcheck-port=-1", "--kubelet-registrar-directory-path=/r/reg",
+            "--feature-gates=TimeSlicingSettings=true"} <= set(argv)
+
+
+def test_the_emulated_nvidia_smi_records_the_time_slicing_calls_and_refuses_the_rest(tmp_path):
+    """The plugin's two calls (gpu-kubelet-plugin's setComputeMode / setTimeSlice argv) are recorded in order."""
+    import subprocess
+
+    smi = tmp_path / "usr" / "bin" / "nvidia-smi"
+    smi.parent.mkdir(parents=True)
+    (tmp_path / emulated_gpus.SMI_CALLS).parent.mkdir(parents=True)
+    smi.write_text(emulated_gpus.NVIDIA_SMI)
+    smi.chmod(0o755)
+    assert emulated_gpus.smi_calls(tmp_path) == []
+    for argv in (["-i", "GPU-1", "-c", "DEFAULT"], ["compute-policy", "-i", "GPU-1", "--set-timeslice", "3"]):
+        assert subprocess.run([str(smi), *argv]).returncode == 0
+    refused = subprocess.run([str(smi), "-L"], capture_output=True, text=True)
+    assert refused.returncode == 1 and "not emulated" in refused.stderr
+    assert emulated_gpus.smi_calls(tmp_path) == ["-i GPU-1 -c DEFAULT", "compute-policy -i GPU-1 --set-timeslice 3"]

@@ -228,3 +228,49 @@ def test_the_probe_pod_is_unprivileged_and_runs_the_configmap_script():
 def test_a_probe_pod_without_claims_requests_nothing():
     spec = nvml_probe.pod("bare", "run1", "img", "cm")["spec"]
     assert "resourceClaims" not in spec and spec["containers"][0]["resources"]["claims"] == []
+
+
+def test_a_held_probe_is_ready_exactly_when_its_report_is_written(tmp_path):
+    """The readiness command is run as the kubelet would, on the termination log before and after the report."""
+    import subprocess
+    import sys
+
+    ctr = nvml_probe.pod("held", "run1", "img", "cm", {"gpu": {"template": "one-gpu"}}, hold=True)["spec"]["containers"][0]
+    assert {"name": script.HOLD_ENV, "value": "1"} in ctr["env"] and script.HOLD_ENV == nvml_probe.HOLD_ENV
+    assert script.TERMINATION_LOG == nvml_probe.TERMINATION_LOG
+    command = [sys.executable, *ctr["readinessProbe"]["exec"]["command"][1:]]
+    log = tmp_path / "termination-log"
+    command[-1] = command[-1].replace(nvml_probe.TERMINATION_LOG, str(log))
+    log.write_text("")  # the kubelet creates it empty
+    assert subprocess.run(command).returncode != 0
+    log.write_text('{"devices":[]}')
+    assert subprocess.run(command).returncode == 0
+    assert "readinessProbe" not in nvml_probe.pod("once", "run1", "img", "cm")["spec"]["containers"][0]
+
+
+def test_a_held_probe_keeps_running_after_its_report(monkeypatch):
+    """Held, the script reports and then sleeps until deleted (its claims stay allocated meanwhile)."""
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", script.HOLD_ENV: "1"}
+    proc = subprocess.Popen([sys.executable, str(nvml_probe.SCRIPT_PATH)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(nvml_probe.MARKER)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_driver_that_refuses_the_configs_strategy_is_not_established_but_other_prepare_failures_are_not():
+    gate = ('Failed to prepare dynamic resources: NodePrepareResources: "TimeSlicing" is selected as the GPU sharing '
+            'strategy, but the "TimeSlicingSettings" feature gate is not enabled')
+    refused = {"type": "Warning", "reason": "FailedPrepareDynamicResources", "message": gate}
+    timeout = {"type": "Warning", "reason": "FailedPrepareDynamicResources",
+               "message": "NodePrepareResources: rpc error: code = DeadlineExceeded"}
+    assert nvml_probe.config_refusal([timeout, refused]) == gate
+    assert nvml_probe.config_refusal([timeout]) is None  # a product failure: the wait goes on and explains itself
+    assert nvml_probe.config_refusal([{**refused, "type": "Normal"}]) is None

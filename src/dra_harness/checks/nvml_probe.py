@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_harness.kube import rest
 from dra_harness.kube.builders import meta
-from dra_harness.kube.pods import allocated_devices, pending_reason, pod_claims
+from dra_harness.kube.pods import allocated_devices, events_for, pending_reason, pod_claims
 from dra_harness.kube.types import Obj
-from dra_harness.kube.waits import wait_for_object
+from dra_harness.kube.waits import WaitTimeout, wait_for_object
 from dra_harness.providers.profiles import DriverProfile
-from dra_harness.errors import CheckError
+from dra_harness.errors import CheckError, NotEstablished
 
 SCRIPT_PATH = Path(__file__).with_name("nvml_probe_script.py")
 SCRIPT = SCRIPT_PATH.read_text()
@@ -31,6 +32,8 @@ MARKER = "DRA_HARNESS_NVML_PROBE"
 FORMAT = "dra-harness.io/nvml-probe/v1"
 SCRIPT_KEY = "nvml_probe.py"
 MOUNT = "/dra-harness-probe"
+HOLD_ENV = "DRA_HARNESS_PROBE_HOLD"
+TERMINATION_LOG = "/dev/termination-log"
 
 
 class ProbeOutputError(CheckError):
@@ -42,10 +45,13 @@ def configmap(name: str, run_id: str) -> Obj:
     return {"metadata": meta(name, run_id), "data": {SCRIPT_KEY: SCRIPT}}
 
 
-def pod(name: str, run_id: str, image: str, configmap_name: str, claims: dict[str, dict[str, str]] | None = None) -> Obj:
+def pod(name: str, run_id: str, image: str, configmap_name: str, claims: dict[str, dict[str, str]] | None = None,
+        hold: bool = False) -> Obj:
     """A run-once, unprivileged pod that runs the probe with every claim in ``claims``.
 
-    ``claims`` maps the pod-level claim name to ``{"template": name}`` or ``{"claim": name}``.
+    ``claims`` maps the pod-level claim name to ``{"template": name}`` or ``{"claim": name}``. ``hold``: the pod
+    stays running after its report (Ready once written) until deleted, so its claims stay allocated while
+    another pod runs: a finished pod's claims are released, and the next pod may be given the same GPU.
     """
     pod_claims = [
         {"name": n, **({"resourceClaimTemplateName": r["template"]} if "template" in r else {"resourceClaimName": r["claim"]})}
@@ -71,6 +77,11 @@ def pod(name: str, run_id: str, image: str, configmap_name: str, claims: dict[st
         },
         "resources": {"claims": [{"name": c["name"]} for c in pod_claims]},
     }
+    if hold:
+        container["env"].append({"name": HOLD_ENV, "value": "1"})
+        # The script writes the termination log after its report: ready = reported (python3: the one tool the image has).
+        container["readinessProbe"] = {"periodSeconds": 1, "exec": {"command": [
+            "python3", "-c", f"import os,sys; sys.exit(not os.path.getsize({TERMINATION_LOG!r}))"]}}
     spec: Obj = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 0,
@@ -209,6 +220,12 @@ def _finished(p: Obj) -> bool:
     return p.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _reported(p: Obj) -> bool:
+    """Finished, or (a held probe) ready: its report is written."""
+    conditions = p.get("status", {}).get("conditions") or []
+    return _finished(p) or any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def output_of(kube, namespace: str, name: str) -> str:
     """The probe's log, or its termination message when the log is gone (e.g. rotated)."""
     try:
@@ -226,9 +243,9 @@ def output_of(kube, namespace: str, name: str) -> str:
 
 
 def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeReport, Obj, list[Obj]]:
-    """Create the probe pod, wait until it has finished (image pull included), return its report, final pod and
-    claims. The claims are read when the pod is bound (allocated then): a pod's generated claims are deleted once
-    it has finished, with what they held."""
+    """Create the probe pod, wait until it has reported (finished; a held pod: ready), image pull included;
+    return its report, pod and claims. The claims are read when the pod is bound (allocated then): a pod's
+    generated claims are deleted once it has finished, with what they held. A held pod is the caller's to delete."""
     name = body["metadata"]["name"]
     claims: dict[str, Obj] = {}
 
@@ -238,11 +255,36 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
                 claims.update(pod_claims(kube, p))
             except rest.NotFound:
                 pass  # gone already: the comparison then says nothing was allocated
-        return _finished(p)
+        return _reported(p)
 
     kube.create(rest.PODS, body, namespace)
-    done = wait_for_object(
-        kube, rest.PODS, name, finished, timeout, f"NVML probe pod {namespace}/{name} to finish", namespace=namespace,
-        why=pending_reason(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
-    )
+    deadline = time.monotonic() + timeout
+    while True:  # in slices: a driver's refusal shows only in events, which the pod's watch does not see
+        step = min(REFUSAL_LOOK_S, deadline - time.monotonic())
+        try:
+            done = wait_for_object(
+                kube, rest.PODS, name, finished, step, f"NVML probe pod {namespace}/{name} to report", namespace=namespace,
+                why=pending_reason(kube, namespace, name),  # the scheduler's verdict and the pod's warning events (e.g. a failed prepare)
+            )
+            break
+        except WaitTimeout as e:
+            if refusal := config_refusal(events_for(kube, namespace, name)):
+                raise NotEstablished(f"the driver does not accept the claim's config on this cluster: {refusal}") from e
+            if time.monotonic() + 1 >= deadline:
+                raise WaitTimeout(e.what, timeout, e.last, e.why) from None
     return parse(output_of(kube, namespace, name)), done, list(claims.values())
+
+
+#: How often a probe's wait looks at the pod's events for a driver that refuses its config.
+REFUSAL_LOOK_S = 20.0
+#: NVIDIA's plugin: '"TimeSlicing" is selected as the GPU sharing strategy, but the "TimeSlicingSettings" feature
+#: gate is not enabled' (a cluster's choice, not a fault: the strategy is not offered there).
+_GATE_OFF = re.compile(r"feature gate is not enabled")
+
+
+def config_refusal(events: list[Obj]) -> str | None:
+    """The message of a failed prepare that says the driver does not offer the claim's configuration, or None."""
+    for e in events:
+        if e.get("type") == "Warning" and e.get("reason") == "FailedPrepareDynamicResources" and _GATE_OFF.search(e.get("message") or ""):
+            return str(e["message"])
+    return None

@@ -27,6 +27,8 @@ MARKER = "DRA_HARNESS_NVML_PROBE"
 FORMAT = "dra-harness.io/nvml-probe/v1"
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_LIMIT = 4096
+#: Set by the harness: after reporting, hold the pod running (its readiness says the report is written).
+HOLD_ENV = "DRA_HARNESS_PROBE_HOLD"
 ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
             "NVIDIA_DRIVER_CAPABILITIES")
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
@@ -170,6 +172,10 @@ def main():
                 f.write(message[:TERMINATION_LIMIT])
         except OSError:
             pass  # stdout carries the report
+    if os.environ.get(HOLD_ENV):
+        # Keep the pod (and so its claims' allocation) until it is deleted: the harness runs another pod beside it.
+        while True:
+            time.sleep(3600)
     return 0
 
 

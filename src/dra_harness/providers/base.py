@@ -67,6 +67,11 @@ class Provider:
         """An image with Python and nvidia-ml-py the nodes have, for the GPU-visibility checks without ``--probe-image``."""
         return None
 
+    def gpu_settings_applied(self, node: str) -> list[str] | None:
+        """The nvidia-smi settings NVIDIA's driver applied to ``node``'s GPUs, where the harness emulates them;
+        None where nobody can read them back (real GPUs: NVML has no call that reports a time-slice)."""
+        return None
+
     #: ``dra-harness cluster up/down --provider NAME`` starts and removes clusters of this kind.
     standalone: ClassVar[bool] = False
 

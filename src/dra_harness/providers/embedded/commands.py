@@ -209,6 +209,9 @@ def driver(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path], dri
     ]
 
 
+NVIDIA_PLUGIN_GATES = "TimeSlicingSettings=true"
+
+
 def nvidia_plugin(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Path]) -> list[str]:
     """NVIDIA's GPU kubelet plugin for one node over its emulated driver root (``ClusterState.nvidia``)."""
     nv = st.nvidia[node]
@@ -218,6 +221,9 @@ def nvidia_plugin(st: ClusterState, paths: Paths, node: str, dirs: dict[str, Pat
             f"--kubelet-registrar-directory-path={dirs['registrar']}",
             # The runtime runs the hook on the host at container start (the plugin runs on the host, not in its image).
             f"--nvidia-cdi-hook-path={nv['hook']}",
+            # Time-slicing (alpha, off by default) as the chart's featureGates value turns it on: the emulated
+            # nvidia-smi records what it applies. MPS stays off: its control daemon needs NVIDIA's image.
+            f"--feature-gates={NVIDIA_PLUGIN_GATES}",
             "--image-name=dra-harness/not-pulled", "--healthcheck-port=-1", "-v=3"]
 
 

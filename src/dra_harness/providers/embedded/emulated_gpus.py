@@ -21,7 +21,19 @@ LIB_DIR = "usr/lib/x86_64-linux-gnu"
 #: NVIDIA's kernel module's character devices: /dev/nvidia<minor> and /dev/nvidiactl (minor 255).
 NVIDIA_MAJOR = 195
 CTL_MINOR = 255
-NVIDIA_SMI = "#!/bin/sh\necho 'nvidia-smi is not emulated (dra-harness emulated GPUs)' >&2\nexit 1\n"
+#: Where the emulated nvidia-smi records the settings it was asked to apply, under the driver root.
+SMI_CALLS = "var/log/nvidia-smi.calls"
+#: NVIDIA's plugin applies time-slicing with ``nvidia-smi -i UUID -c MODE`` and ``compute-policy -i UUID
+#: --set-timeslice N``: those are recorded (no GPU to apply them to), so a check can see what the driver did;
+#: anything else is refused, as a GPU-less nvidia-smi would.
+NVIDIA_SMI = f"""#!/bin/sh
+case "$*" in
+  "-i "*" -c "*|"compute-policy -i "*" --set-timeslice "*)
+    echo "$*" >> "$(dirname "$0")/../../{SMI_CALLS}"; exit 0;;
+esac
+echo "nvidia-smi $*: not emulated (dra-harness emulated GPUs)" >&2
+exit 1
+"""
 
 
 def driver_root(root: Path, profile: str, seed: str, gpus: int = GPUS, char_devices: bool = False) -> Path:
@@ -49,6 +61,7 @@ def driver_root(root: Path, profile: str, seed: str, gpus: int = GPUS, char_devi
         else:
             path.touch()
     (root / "usr" / "bin").mkdir(parents=True)
+    (root / SMI_CALLS).parent.mkdir(parents=True)
     (root / "usr" / "bin" / "nvidia-smi").write_text(NVIDIA_SMI)
     (root / "usr" / "bin" / "nvidia-smi").chmod(0o755)
     return root
@@ -60,3 +73,9 @@ def entry(version: str, profile: str, root: Path) -> dict[str, str]:
     built = builder.build_all([component])[component.dirname]
     return {"version": version, "profile": profile, "root": str(root),
             "plugin": str(built.binary("gpu-kubelet-plugin")), "hook": str(built.binary("nvidia-cdi-hook"))}
+
+
+def smi_calls(root: Path) -> list[str]:
+    """The nvidia-smi settings the driver applied to this root's GPUs, in order (``SMI_CALLS``)."""
+    path = root / SMI_CALLS
+    return path.read_text().splitlines() if path.is_file() else []

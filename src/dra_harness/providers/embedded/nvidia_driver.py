@@ -5,8 +5,8 @@ GPU machine is lent to us. Here NVIDIA's own ``gpu-kubelet-plugin`` (built from 
 :func:`dra_harness.components.catalog.nvidia_driver`) runs for a node as the example driver does on a
 simulated node, against a **driver root** of ours: the emulated ``libnvidia-ml.so.1``
 (:mod:`dra_harness.components.nvml`, seeded per cluster and node so UUIDs are the node's own), the
-device nodes ``dev/nvidia<i>`` the library and the driver look for, and an ``nvidia-smi`` that says it
-is not emulated (the plugin requires one to exist; it runs it only for sharing settings). What the
+device nodes ``dev/nvidia<i>`` the library and the driver look for, and an ``nvidia-smi`` that records
+the time-slicing settings the plugin applies and refuses the rest (:data:`.emulated_gpus.NVIDIA_SMI`). What the
 driver publishes, and what the scheduler allocates from it, is then NVIDIA's code on NVIDIA's GPU
 definitions: only the hardware is missing.
 

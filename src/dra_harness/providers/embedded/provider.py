@@ -158,6 +158,12 @@ class EmbeddedProvider(Provider):
         st = self.cluster.state()
         return images.nvml_probe_image_name() if st is not None and st.spec.driver == "nvidia" and st.spec.real_nodes else None
 
+    def gpu_settings_applied(self, node: str) -> list[str] | None:
+        st = self.cluster.state()
+        if st is None or node not in st.nvidia:
+            return None
+        return emulated_gpus.smi_calls(Path(st.nvidia[node]["root"]))
+
     def stop_driver(self, node: str, kill: bool) -> None:
         self.cluster.stop_driver(node, kill=kill)
 
