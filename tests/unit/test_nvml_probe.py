@@ -274,3 +274,10 @@ def test_a_driver_that_refuses_the_configs_strategy_is_not_established_but_other
     assert nvml_probe.config_refusal([timeout, refused]) == gate
     assert nvml_probe.config_refusal([timeout]) is None  # a product failure: the wait goes on and explains itself
     assert nvml_probe.config_refusal([{**refused, "type": "Normal"}]) is None
+
+
+def test_a_running_probe_is_reported_only_when_held_and_ready():
+    """Without a readiness probe a running pod is Ready at once: that must not end a run-once probe's wait."""
+    running = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert nvml_probe._reported(running, held=True) and not nvml_probe._reported(running, held=False)
+    assert nvml_probe._reported({"status": {"phase": "Succeeded"}}, held=False)

@@ -220,10 +220,11 @@ def _finished(p: Obj) -> bool:
     return p.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
-def _reported(p: Obj) -> bool:
-    """Finished, or (a held probe) ready: its report is written."""
+def _reported(p: Obj, held: bool) -> bool:
+    """Finished, or (a held probe, whose readiness is its report) ready. A pod without a readiness probe is
+    Ready as soon as it runs: only a held one's Ready says the report is written."""
     conditions = p.get("status", {}).get("conditions") or []
-    return _finished(p) or any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return _finished(p) or (held and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions))
 
 
 def output_of(kube, namespace: str, name: str) -> str:
@@ -247,6 +248,7 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
     return its report, pod and claims. The claims are read when the pod is bound (allocated then): a pod's
     generated claims are deleted once it has finished, with what they held. A held pod is the caller's to delete."""
     name = body["metadata"]["name"]
+    held = any("readinessProbe" in c for c in body["spec"]["containers"])
     claims: dict[str, Obj] = {}
 
     def finished(p: Obj) -> bool:
@@ -255,7 +257,7 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
                 claims.update(pod_claims(kube, p))
             except rest.NotFound:
                 pass  # gone already: the comparison then says nothing was allocated
-        return _reported(p)
+        return _reported(p, held)
 
     kube.create(rest.PODS, body, namespace)
     deadline = time.monotonic() + timeout
