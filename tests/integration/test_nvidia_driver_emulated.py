@@ -16,11 +16,12 @@ import uuid
 
 import pytest
 
+from dra_harness.checks import config_webhook
 from dra_harness.components import catalog, nvml
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import pod_claims, wait_running
 from dra_harness.kube.waits import WaitTimeout, watch_until
-from dra_harness.providers.embedded import nvidia_driver
+from dra_harness.providers.embedded import driver_webhook, nvidia_driver
 from dra_harness.providers.profiles import by_name
 
 pytestmark = pytest.mark.cluster
@@ -164,3 +165,23 @@ def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plug
         nvidia_driver.stop(small_cluster, kube, node)
         for cls in created:  # only the classes this test made
             kube.delete(rest.DEVICE_CLASSES, cls)
+
+
+def test_nvidia_s_webhook_refuses_an_unknown_interval_for_its_driver_only_and_admits_a_valid_one(handle):
+    """The parity suite's webhook check on NVIDIA's webhook (v0.5.0, the chart's TimeSlicingSettings gate on).
+
+    Negative controls: with no webhook the invalid claim is admitted; an example-driver config with the same
+    bad interval is admitted too (NVIDIA's webhook judges only ``gpu.nvidia.com`` configs: the run that
+    started the example driver's webhook for an NVIDIA cluster admitted everything)."""
+    api = NVIDIA.sharing_config["apiVersion"]
+    res, bad = config_webhook.config_object("ResourceClaim", "v1", NVIDIA.device_class, NVIDIA.driver, "InvalidInterval", api)
+    _, good = config_webhook.config_object("ResourceClaim", "v1", NVIDIA.device_class, NVIDIA.driver, "Long", api)
+    _, other = config_webhook.config_object("ResourceClaim", "v1", handle.device_class, handle.driver, "InvalidInterval")
+    assert config_webhook.refusal(handle.kube, res, bad, "controls") is None, "admitted with no webhook: the check can fail"
+    name = driver_webhook.start(handle.provider.embedded, "controls", "controls", driver=NVIDIA.driver)
+    try:
+        assert config_webhook.REFUSAL in (config_webhook.refusal(handle.kube, res, bad, "controls") or "")
+        assert config_webhook.refusal(handle.kube, res, good, "controls") is None
+        assert config_webhook.refusal(handle.kube, res, other, "controls") is None
+    finally:
+        driver_webhook.stop(handle.provider.embedded, name)

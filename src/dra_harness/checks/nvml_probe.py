@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dra_harness.checks.config_webhook import GATE_OFF
 from dra_harness.kube import rest
 from dra_harness.kube.builders import meta
 from dra_harness.kube.pods import allocated_devices, events_for, pending_reason, pod_claims
@@ -279,14 +280,11 @@ def run(kube, namespace: str, body: Obj, timeout: float = 300.0) -> tuple[ProbeR
 
 #: How often a probe's wait looks at the pod's events for a driver that refuses its config.
 REFUSAL_LOOK_S = 20.0
-#: NVIDIA's plugin: '"TimeSlicing" is selected as the GPU sharing strategy, but the "TimeSlicingSettings" feature
-#: gate is not enabled' (a cluster's choice, not a fault: the strategy is not offered there).
-_GATE_OFF = re.compile(r"feature gate is not enabled")
 
 
 def config_refusal(events: list[Obj]) -> str | None:
     """The message of a failed prepare that says the driver does not offer the claim's configuration, or None."""
     for e in events:
-        if e.get("type") == "Warning" and e.get("reason") == "FailedPrepareDynamicResources" and _GATE_OFF.search(e.get("message") or ""):
+        if e.get("type") == "Warning" and e.get("reason") == "FailedPrepareDynamicResources" and GATE_OFF.search(e.get("message") or ""):
             return str(e["message"])
     return None

@@ -1,4 +1,8 @@
-"""The example driver's validating webhook, as its chart runs it with ``webhook.enabled``.
+"""The driver's validating webhook, as its chart runs it with ``webhook.enabled``.
+
+The cluster's driver decides which: the example driver's ``dra-example-webhook`` (told the
+driver name it checks) or NVIDIA's ``webhook`` (it checks ``gpu.nvidia.com`` configs, fixed in
+its source), of the release the nodes run.
 
 The webhook rejects claims and templates whose opaque config for the driver is invalid (an
 unknown time-slice interval, say) at the API server, before a pod waits on a claim the driver
@@ -29,12 +33,16 @@ import sys
 import time
 from pathlib import Path
 
+from dra_harness.components import build as builder
+from dra_harness.components import catalog
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
+from dra_harness.providers.embedded import commands, nvidia_driver
 from dra_harness.providers.embedded import ports as port_registry
 from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.providers.embedded.pki import PKI
+from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.retrying import NotYet, until, wait_answers
 
 log = logging.getLogger(__name__)
@@ -49,24 +57,22 @@ MARKER_LABEL = "dra-harness.io/webhook-marker"
 MARKER_PATH = "/dra-harness-marker"
 
 
-def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu.example.com") -> str:
-    """Run the webhook for ``driver`` and register it for claims in ``namespace``; returns the
-    configuration's name once the webhook answers. Needs root (a network namespace of its own)."""
+def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str | None = None) -> str:
+    """Run the webhook of ``driver`` (default: the cluster's) and register it for claims in ``namespace``;
+    returns the configuration's name once the webhook answers. Needs root (a network namespace of its own)."""
     st = cluster.state()
     if st is None:
         raise ClusterError(f"cluster {cluster.name!r} is not up")
     if os.geteuid() != 0:
         raise ClusterError("the driver's webhook needs root here: it listens on every interface, so it runs in a "
                            "network namespace of its own")
-    binary = st.binaries.get("dra-example-webhook")
-    if binary is None:
-        raise ClusterError(f"cluster {cluster.name!r} was built without dra-example-webhook; recreate it")
+    driver = driver or st.spec.driver_name
+    command = _command(st, driver)
     process = process_name(namespace)
     serving = PKI(cluster.state_dir / "pki").load().issue(process, PROCESS, hosts=("127.0.0.1",), client=False)
     port = port_registry.take([process])[process]
     argv = [sys.executable, "-m", "dra_harness.providers.embedded.confine", f"--listen={port}", f"--to={INNER_PORT}", "--",
-            binary, f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--port={INNER_PORT}",
-            f"--driver-name={driver}"]
+            *command, f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--port={INNER_PORT}"]
     cluster.supervisor.start(process, argv)
     ca = cluster.state_dir / "pki" / "ca.crt"
     try:
@@ -97,6 +103,19 @@ def start(cluster: LocalCluster, namespace: str, run_id: str, driver: str = "gpu
         stop(cluster, name)
         raise
     return name
+
+
+def _command(st: ClusterState, driver: str) -> list[str]:
+    """The webhook binary of ``driver``, with the flags that differ between the two drivers."""
+    if driver == nvidia_driver.DRIVER:
+        component = catalog.nvidia_driver(st.spec.nvidia_version)
+        # The chart passes its featureGates to the webhook too: with TimeSlicingSettings off it refuses every interval.
+        return [str(builder.build_all([component])[component.dirname].binary("webhook")),
+                f"--feature-gates={commands.NVIDIA_PLUGIN_GATES}"]
+    binary = st.binaries.get("dra-example-webhook")
+    if binary is None:
+        raise ClusterError("the cluster was built without dra-example-webhook; recreate it")
+    return [binary, f"--driver-name={driver}"]
 
 
 def _webhook(name: str, url: str, ca_bundle: str, namespace: str, rule: dict) -> dict:
