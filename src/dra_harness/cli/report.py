@@ -17,7 +17,10 @@ import click
 @click.option("--allure", "allure_html", is_flag=True,
               help="Also generate the Allure HTML report (allure-report/index.html, one file) with the Allure command "
                    "line, installed on first use, and print its path last.")
-def report(run_dir: Path, with_pdf: bool, allure_html: bool) -> None:
+@click.option("--bundle", "with_bundle", is_flag=True,
+              help="Also write conformance-bundle.tar.gz: the conformance verdicts, JUnit, fingerprint, provenance, the "
+                   "evidence behind each verdict and SHA256SUMS, the same bytes from the same run directory.")
+def report(run_dir: Path, with_pdf: bool, allure_html: bool, with_bundle: bool) -> None:
     """Re-render a run directory's summary.json, signoff.md, signoff.html and Allure extras (and signoff.pdf)."""
     from dra_harness.report import allure_html as allure_report
     from dra_harness.report import write_report
@@ -36,6 +39,10 @@ def report(run_dir: Path, with_pdf: bool, allure_html: bool) -> None:
         if write_pdf(run_dir) is None:
             raise PdfError(f"{run_dir / FILE} not printed: see the warning above")
     click.echo(str(html))
+    if with_bundle:
+        from dra_harness.report import bundle
+
+        click.echo(str(bundle.write(run_dir)))
     if allure_html:
         click.echo(str(allure_report.generate(run_dir)))
 

@@ -8,7 +8,9 @@ scenario/design/tier's p95 wait and verdict, and each design's size needed (``co
 nodes and devices). A row *differs* when the outcomes differ (a
 check absent from a run included) or a figure's spread across the runs exceeds both
 thresholds (relative and absolute, so noise on a 0.2 s timing is not a difference); the
-renderers highlight those rows. Nothing here fails: there is no verdict across runs.
+renderers highlight those rows. Then each conformance requirement's verdict per run, with where its
+checks ran and whose devices they held: an example-driver run beside a vendor's shows what differs
+by vendor. Nothing here fails: there is no verdict across runs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ EXTRA_SCHEMA: Obj = {
             "provenance": {"type": ["object", "null"], "properties": {"text": _STR}},
             "evidence_text": {"type": ["array", "null"], "items": _STR},
         }}},
+        "conformance": {"type": ["object", "null"], "properties": {"rows": {"type": "array", "items": {
+            "type": "object", "required": ["id", "state"], "properties": {"id": _STR, "state": _STR, "title": _STR, "level": _STR}}}}},
         "contention": {"type": ["object", "null"], "properties": {"sizing": {"type": "array", "items": {
             "type": "object", "required": ["scenario", "rows"], "properties": {"scenario": _STR, "rows": {"type": "array", "items": {
                 "type": "object", "required": ["design", "nodes", "devices"],
@@ -172,6 +176,20 @@ def _sizing(summaries: list[Obj]) -> list[Obj]:
     return out
 
 
+def _conformance(summaries: list[Obj]) -> list[Obj]:
+    """Per requirement any run judged: each run's verdict (None: the run's summary has no such row); differs when they do."""
+    by_run = [{r["id"]: r for r in (s.get("conformance") or {}).get("rows") or []} for s in summaries]
+    out = []
+    for rid in dict.fromkeys(k for z in by_run for k in z):
+        first = next(z[rid] for z in by_run if rid in z)
+        cells = [None if rid not in z else {"state": z[rid]["state"], "reason": z[rid].get("reason", ""),
+                                            "where": z[rid].get("provenance", ""), "drivers": z[rid].get("drivers", "")}
+                 for z in by_run]
+        out.append({"id": rid, "title": first.get("title", rid), "level": first.get("level", ""),
+                    "differs": len({c["state"] if c else None for c in cells}) > 1, "cells": cells})
+    return out
+
+
 def _drivers(s: Obj) -> str:
     source = {d.get("name"): d.get("source") for d in (s.get("provenance") or {}).get("drivers") or []}
     out = []
@@ -236,7 +254,7 @@ def build(summaries: list[Obj], names: list[str] | None = None, t: Thresholds = 
     return {
         "runs": [{"label": label, "run_id": s.get("run_id"), "verdict": s.get("verdict"), "kubernetes": k8s_version(s)}
                  for label, s in zip(labels(summaries, names), summaries, strict=True)],
-        "header": header, "concerns": concerns, "contention": _contention(summaries, t),
+        "header": header, "concerns": concerns, "contention": _contention(summaries, t), "conformance": _conformance(summaries),
         "checks": len(rows), "differ": sum(r["differs"] for r in rows),
         "thresholds": {"timing": f"over {t.max_slowdown:.0%} and over {readable.duration(t.min_delta_s)}",
                        "wait": f"over {t.max_wait_increase:.0%} and over {readable.duration(t.min_wait_delta_s)}"},

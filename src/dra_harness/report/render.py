@@ -22,6 +22,7 @@ from dra_harness.report.results import slug
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "PARTIAL": "#9a6700", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
 OUTCOME_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "skipped": "#6e7781", "not run": "#6e7781",
                    "not established": "#9a6700"}
+CONFORMANCE_COLOURS = {"met": "#1a7f37", "not met": "#cf222e", "not established": "#9a6700"}
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("dra_harness.report", "templates"),
@@ -78,6 +79,7 @@ def _context(summary: Obj, run_dir: Path | None, with_plots: bool = True) -> Obj
         "fp": fp,
         "colour": VERDICT_COLOURS.get(summary["verdict"], "#9a6700"),
         "outcome_colours": OUTCOME_COLOURS,
+        "conformance_colours": CONFORMANCE_COLOURS,
         "wait_rows": rows,
         "sizing_rows": design.sizing_rows(sizing),
         "sizing_images": sizing_images,

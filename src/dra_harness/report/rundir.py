@@ -28,7 +28,7 @@ MARKER = ".dra-harness-run"
 #: The files a run writes at the top of its directory, and the folders it fills.
 #: The two ``.jsonl`` files are appended to as tests end: being in the layout is what makes a new run start them empty.
 RUN_FILES = ("run.json", "fingerprint.json", "preflight.json", "design.json", "junit.xml", "evidence.jsonl", "allocations.jsonl",
-             "summary.json", "signoff.md", "signoff.html", "signoff.pdf")
+             "summary.json", "signoff.md", "signoff.html", "signoff.pdf", "conformance-bundle.tar.gz")
 #: ``allure-report`` is written by ``dra-harness report --allure``, not by the run itself.
 RUN_DIRS = ("allure-results", "allure-report", "failures", "contention", "upgrade")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from dra_harness import __version__, yamlfile
 from dra_harness.kube.types import Obj
 from dra_harness.checks import preflight
-from dra_harness.report import allocations, allure_extra, contention, design, pdf, provenance, readable, render, results, rundir, upgrade, vendor
+from dra_harness.report import (allocations, allure_extra, conformance_evidence, contention, design, pdf, provenance, readable, render,
+                                results, rundir, upgrade, vendor)
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def _check_run_dir(run_dir: Path) -> None:
 
 
 #: What rendering writes, from the rest: never a reason to rebuild the summary (Allure's files are enriched after it).
-_RENDERED = ("summary.json", "signoff.md", "signoff.html", "signoff.pdf")
+_RENDERED = ("summary.json", "signoff.md", "signoff.html", "signoff.pdf", "conformance-bundle.tar.gz")
 _RENDERED_DIRS = ("allure-results/", "allure-report/")
 
 
@@ -203,6 +204,7 @@ def build_summary(run_dir: Path) -> Obj:
         "design": None if record is None else {
             "record": record, "comparison": design.compare(record, rows, cont["results"], fp),
         },
+        "conformance": conformance_evidence.section(rows, {d["name"]: d["build"] for d in origin["drivers"] if d.get("build")}),
         "vendor_questions": vendor.questions(rows, fp),
         "allocations": {"pods": len(allocs), "rows": allocs[:ALLOCATION_ROWS_SHOWN]},
         "preflight": _preflight(run_dir),
