@@ -55,8 +55,8 @@ def print_result(result: runner.UpgradeResult) -> None:
                   highlight=False, markup=False)
 
 
-@click.command("upgrade")
-@click.option("--from", "from_version", required=True, type=VERSIONS, help="The release the cluster starts at.")
+@click.group("upgrade", invoke_without_command=True)
+@click.option("--from", "from_version", type=VERSIONS, help="The release the cluster starts at (required without a subcommand).")
 @click.option("--to", "to_version", type=VERSIONS, help="The release it is upgraded to: the next minor (default: --from, for a driver roll).")
 @click.option("--driver-from", default=catalog.EXAMPLE_DRIVER_VERSION, show_default=True,
               type=click.Choice(catalog.EXAMPLE_DRIVER_VERSIONS), help="The example driver's release at the start.")
@@ -77,11 +77,17 @@ def print_result(result: runner.UpgradeResult) -> None:
               help="Negative control: cause this fault after the first step (driver-gone-at-unprepare: during the "
                    "unprepared check; class-typo: for the last step; stored-unserved: while storage is read); "
                    "the run must then exit 1.")
-def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
+@click.pass_context
+def upgrade(ctx: click.Context, from_version: str | None, to_version: str | None, driver_from: str, driver_to: str, and_back: bool,
             unsupported_skew: bool, driver_daemonset: str | None, real_nodes: int | None, nodes: int, report_dir: str | None, inject: tuple[str, ...]) -> None:
     """Upgrade an embedded cluster in place with claims held throughout: Kubernetes to the next minor
     (control plane, then each kubelet, then each driver restarted), the example driver from one release
-    to another (and back), or both."""
+    to another (and back), or both. `upgrade check --to VERSION` says before an upgrade of any cluster
+    what it would break."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if from_version is None:
+        raise click.UsageError("Missing option '--from'.")
     to_version = to_version or from_version
     plan.check(from_version, to_version, driver_from, driver_to)
     real = choose_real_nodes(real_nodes, console.print)
@@ -122,3 +128,30 @@ def upgrade(from_version: str, to_version: str | None, driver_from: str, driver_
     console.print(f"evidence: {written['json']}, {written['plot']}; sign-off report: {signoff} "
                   f"({result.timings['total_s']:.0f} s in all)")
     sys.exit(code)
+
+
+@upgrade.command("check")
+@click.option("--to", "target", required=True, help="The release the cluster would be upgraded to, e.g. 1.38.")
+@click.option("--kubeconfig", help="The cluster's kubeconfig (default: KUBECONFIG, then ~/.kube/config).")
+@click.option("--context", help="kubeconfig context.")
+@click.option("--manifests", multiple=True, help="A manifest file of yours to check too (repeatable): the ones nothing has applied yet.")
+@click.option("--json", "as_json", is_flag=True, help="The verdict as JSON.")
+def check(target: str, kubeconfig: str | None, context: str | None, manifests: tuple[str, ...], as_json: bool) -> None:
+    """Go/no-go for upgrading a cluster to --to: the DRA API versions it removes, the clients still
+    requesting them (apiserver_requested_deprecated_apis), your manifests using them, the stored objects
+    last written through them and by whom, and the DRA feature gates that change. Exit 1 when a client or
+    manifest would break; nothing on the cluster is changed."""
+    import json
+
+    from dra_harness.kube.client import connect
+    from dra_harness.upgrade import api_check
+
+    api_check.minor(target, "--to")  # one line before any connection
+    docs = api_check.documents(list(manifests))
+    verdict = api_check.check(connect(kubeconfig, context), target, docs)
+    if as_json:
+        click.echo(json.dumps(verdict.as_json(), indent=2))
+    else:
+        for line in api_check.text(verdict):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+    sys.exit(1 if verdict.breaks else 0)

@@ -1,0 +1,62 @@
+"""The upgrade go/no-go's pure parts: removals by target, the deprecated-API gauge, manifests, writers, gates."""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_harness.errors import InputError
+from dra_harness.upgrade import api_check
+
+METRICS = """# HELP apiserver_requested_deprecated_apis [STABLE] Gauge of deprecated APIs that have been requested
+# TYPE apiserver_requested_deprecated_apis gauge
+apiserver_requested_deprecated_apis{group="resource.k8s.io",removed_release="1.38",resource="resourceclaims",subresource="",version="v1beta1"} 1
+apiserver_requested_deprecated_apis{group="resource.k8s.io",removed_release="1.39",resource="resourceslices",subresource="",version="v1beta2"} 1
+apiserver_requested_deprecated_apis{group="flowcontrol.apiserver.k8s.io",removed_release="1.32",resource="flowschemas",subresource="",version="v1beta3"} 1
+"""
+
+
+def _removed(target: str) -> list[api_check.Removal]:
+    to = api_check.minor(target)
+    return [r for r in api_check.lifecycle() if api_check._release(r.removed) <= to]
+
+
+def test_1_38_removes_every_v1beta1_kind_and_1_39_also_v1beta2():
+    assert {(r.version, r.kind) for r in _removed("1.38")} == {
+        ("v1beta1", k) for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}
+    assert {r.version for r in _removed("v1.39.0")} == {"v1beta1", "v1beta2", "v1alpha3"}
+
+
+def test_only_series_of_a_removed_dra_version_count_as_requests():
+    assert api_check.requested(METRICS, _removed("1.38")) == [
+        {"version": "v1beta1", "resource": "resourceclaims", "subresource": "", "removed_release": "1.38"}]
+    # Negative control: 1.37 removes nothing, so the same gauge names no request.
+    assert api_check.requested(METRICS, _removed("1.37")) == []
+
+
+def test_a_manifest_of_a_removed_version_is_named_by_file_and_document():
+    docs = [("a.yaml", 1, {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim"}),
+            ("a.yaml", 2, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}),
+            ("b.yaml", 1, {"apiVersion": "v1", "kind": "Pod"})]
+    assert api_check.in_manifests(docs, _removed("1.38")) == ["a.yaml#1: ResourceClaim resource.k8s.io/v1beta1"]
+
+
+def test_a_stored_object_names_the_manager_that_wrote_it_through_a_removed_version():
+    claim = {"metadata": {"namespace": "ml", "name": "c", "managedFields": [
+        {"manager": "old-operator", "operation": "Update", "apiVersion": "resource.k8s.io/v1beta1", "time": "2026-01-01T00:00:00Z"},
+        {"manager": "kube-scheduler", "operation": "Update", "apiVersion": "resource.k8s.io/v1", "time": "2026-01-02T00:00:00Z"}]}}
+    assert api_check.writers([claim], "ResourceClaim", {"v1beta1"}) == [
+        "ResourceClaim ml/c: Update through resource.k8s.io/v1beta1 by manager 'old-operator' at 2026-01-01T00:00:00Z"]
+
+
+def test_gate_changes_between_known_releases_and_an_unknown_target_says_so():
+    changes, note, known = api_check.gate_changes("v1.36.3", "1.37")
+    assert known and changes and "1.36.3" in note and "1.37.2" in note
+    assert any(c.startswith("DRADeviceTaintRules:") or "new in 1.37.2" in c for c in changes), changes
+    changes, note, known = api_check.gate_changes("v1.37.2", "1.38")
+    assert not known and changes == [] and "1.38 not known" in note
+
+
+@pytest.mark.parametrize("text", ["1.x", "", "latest", "2"])
+def test_a_target_that_is_not_a_release_is_one_line(text):
+    with pytest.raises(InputError, match="expected a Kubernetes release"):
+        api_check.minor(text, "--to")
