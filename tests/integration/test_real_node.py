@@ -89,6 +89,15 @@ def test_negative_control_the_in_container_check_catches_a_view_that_is_not_the_
     assert settings(env, device).get("TIMESLICE_INTERVAL") != "Long", "default config must differ from the one checked"
 
 
+def test_negative_control_a_second_container_that_lists_the_claim_sees_its_device(real_cluster, ns):
+    """The multi-container isolation check (suites/test_sharing.py) asserts an empty view for the container that
+    does not list the claim; here both list it, and the second container's view is not empty, so the check can fail."""
+    kube = real_cluster.kube()
+    kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one", "it", [builders.exactly("gpu", DRIVER_NAME)]), ns)
+    kube.create(rest.PODS, probe_pod("both-list", "it", WORKLOAD_IMAGE, NODE, {"gpu": {"template": "one"}}, 2), ns)
+    wait_running(kube, ns, "both-list", timeout=120)
+    assert devices_seen(read_env(kube, ns, "both-list", "ctr1")) == devices_seen(read_env(kube, ns, "both-list", "ctr0")) != set()
+
 def test_a_wait_for_a_pod_whose_image_cannot_be_pulled_stops_at_once_as_not_established(real_cluster, ns):
     """No registry is reachable here: the kubelet reports ErrImagePull within seconds, and the wait says so."""
     kube = real_cluster.kube()

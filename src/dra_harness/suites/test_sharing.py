@@ -206,6 +206,24 @@ def test_containers_see_exactly_their_allocated_devices(cluster, namespace, case
     evidence.record(node=node, views={f"{p}/{c}": sorted(v) for (p, c), v in views.items()})
 
 
+@pytest.mark.requires(needs.pullable_image)
+def test_a_container_that_does_not_list_the_claim_sees_none_of_its_devices_while_its_sibling_does(cluster, namespace, evidence):
+    """KAR-0049's multi-container isolation case: a claim belongs to the containers that list it in
+    ``resources.claims``, not to the whole pod. The sibling that lists it must see the device, so an
+    empty view is the driver's isolation, not a probe that reads nothing."""
+    node = _container_nodes(cluster)[0]
+    cluster.template(namespace, "gpu")
+    body = probe_pod("one-lists", cluster.run_id, cluster.probe_image, node, {"gpu": {"template": "gpu"}}, 2)
+    body["spec"]["containers"][1]["resources"]["claims"] = []
+    cluster.kube.create(rest.PODS, body, namespace)
+    views = _views(cluster, namespace, ["one-lists"])
+    allocated = _allocated_names(cluster, namespace, "one-lists")
+    listing, other = views[("one-lists", "ctr0")], views[("one-lists", "ctr1")]
+    evidence.record(node=node, allocated=sorted(allocated), listing_container=sorted(listing), other_container=sorted(other))
+    assert mismatch(listing, allocated) is None, f"the container that lists the claim: {mismatch(listing, allocated)}"
+    assert not other, f"the container that does not list the claim sees {sorted(other)} (allocated to its pod: {sorted(allocated)})"
+
+
 GPU_CONFIGS = {
     "time-slicing": ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
                      {"SHARING_STRATEGY": "TimeSlicing", "TIMESLICE_INTERVAL": "Long"}),
