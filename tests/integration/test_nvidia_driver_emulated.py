@@ -114,6 +114,14 @@ def test_the_chart_s_device_classes_are_read_from_the_module():
     assert nvml.PROFILES["h100"].startswith("8x")
 
 
+@pytest.mark.parametrize("version", catalog.NVIDIA_DRIVER_VERSIONS)
+def test_the_profile_names_the_daemonset_and_classes_the_chart_of_each_release_makes(version):
+    """The profile's DaemonSet is a hint (preflight finds the one serving the driver by its host paths), but a
+    stale hint is what a cluster without preflight rights falls back on: it must be the chart's."""
+    assert NVIDIA.driver_daemonset[1] == nvidia_driver.chart_daemonset(version)
+    assert {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes(version)} == set(NVIDIA.device_classes.values())
+
+
 def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plugin_takes_the_slice_over(small_cluster):
     kube = small_cluster.kube()
     node = small_cluster.state().spec.node_names()[0]

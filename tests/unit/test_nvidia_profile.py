@@ -79,4 +79,4 @@ def test_the_charts_class_selectors_split_gpus_from_mig_devices():
 
 def test_driver_pods_are_those_of_the_charts_kubelet_plugin_daemonset():
     # The chart names it <chart name>-kubelet-plugin; pods are matched by owner, not by label.
-    assert NVIDIA.driver_daemonset == ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin")
+    assert NVIDIA.driver_daemonset == ("dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu-kubelet-plugin")

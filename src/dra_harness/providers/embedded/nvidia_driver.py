@@ -120,3 +120,14 @@ def chart_device_classes(version: str = catalog.NVIDIA_DRIVER_VERSIONS[0]) -> li
         out.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name.group(1)},
                     "spec": {"selectors": [{"cel": {"expression": cel.group(1)}}]}})
     return out
+
+
+def chart_daemonset(version: str = catalog.NVIDIA_DRIVER_VERSIONS[0]) -> str:
+    """The kubelet plugin DaemonSet's name as the chart of ``version`` makes it without nameOverride
+    (``<chart name>-kubelet-plugin``, read from its Chart.yaml and template)."""
+    chart = module_source(catalog.nvidia_driver(version)) / "deployments" / "helm" / "dra-driver-nvidia-gpu"
+    name = re.search(r"^name:\s*(\S+)", (chart / "Chart.yaml").read_text(), re.M)
+    template = (chart / "templates" / "kubeletplugin.yaml").read_text()
+    if not name or '{{ include "dra-driver-nvidia-gpu.name" . }}-kubelet-plugin' not in template:
+        raise ClusterError(f"the chart of v{version} no longer names its DaemonSet <chart name>-kubelet-plugin")
+    return f"{name.group(1)}-kubelet-plugin"
