@@ -281,3 +281,29 @@ def test_a_running_probe_is_reported_only_when_held_and_ready():
     running = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
     assert nvml_probe._reported(running, held=True) and not nvml_probe._reported(running, held=False)
     assert nvml_probe._reported({"status": {"phase": "Succeeded"}}, held=False)
+
+
+def _versions_report(driver: str, cuda: int):
+    return nvml_probe.ProbeReport(raw={"nvml": {"driverVersion": driver, "cudaDriverVersion": cuda}})
+
+
+def _device(driver: str | None, cuda: str | None) -> dict:
+    attrs = {}
+    if driver is not None:
+        attrs["driverVersion"] = {"version": driver}
+    if cuda is not None:
+        attrs["cudaDriverVersion"] = {"version": cuda}
+    return {"name": "gpu-0", "attributes": attrs}
+
+
+def test_versions_the_slice_advertises_match_nvml_in_the_container():
+    assert nvml_probe.version_problems(_versions_report("550.54.15", 12040), [_device("550.54.15", "12.4.0")], NVIDIA) == []
+
+
+def test_a_slice_advertising_another_driver_or_cuda_version_is_named():
+    """Negative control: a driver upgraded on the node while the slice still says the old one."""
+    problems = nvml_probe.version_problems(_versions_report("560.35.03", 12060), [_device("550.54.15", "12.4.0")], NVIDIA)
+    assert problems == ["gpu-0: the slice says driver 550.54.15, NVML in the container says 560.35.03",
+                        "gpu-0: the slice says CUDA driver 12.4.0, NVML in the container says 12.6"]
+    assert nvml_probe.version_problems(_versions_report("550.54.15", 12040), [_device(None, None)], NVIDIA) == [
+        "gpu-0 publishes no driverVersion or cudaDriverVersion attribute"]

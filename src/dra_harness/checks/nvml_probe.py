@@ -216,6 +216,33 @@ def compare(report: ProbeReport, allocated: list[AllocatedGpu]) -> list[str]:
     return problems
 
 
+def _cuda(version: object) -> str | None:
+    """NVML's CUDA driver version (12040) or a published one ("12.4.0", "12.4") as "12.4"."""
+    if isinstance(version, int):
+        return f"{version // 1000}.{version % 1000 // 10}"
+    parts = str(version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+
+
+def version_problems(report: ProbeReport, devices: list[Obj], profile: DriverProfile) -> list[str]:
+    """Where the versions the slice publishes for the allocated ``devices`` differ from what NVML reports in the
+    container: the driver (``driverVersion``) and the CUDA driver API (``cudaDriverVersion``, major.minor).
+    A device that publishes neither gives a problem too: the slice advertises nothing to compare."""
+    nvml = report.raw.get("nvml") or {}
+    problems = []
+    for device in devices:
+        name = device.get("name", "?")
+        published = profile.device_attribute(device, "driverVersion") if "driverVersion" in profile.attributes else None
+        cuda = profile.device_attribute(device, "cudaDriverVersion") if "cudaDriverVersion" in profile.attributes else None
+        if published is None and cuda is None:
+            problems.append(f"{name} publishes no driverVersion or cudaDriverVersion attribute")
+        if published is not None and str(published) != str(nvml.get("driverVersion")):
+            problems.append(f"{name}: the slice says driver {published}, NVML in the container says {nvml.get('driverVersion')}")
+        if cuda is not None and _cuda(cuda) != _cuda(nvml.get("cudaDriverVersion")):
+            problems.append(f"{name}: the slice says CUDA driver {cuda}, NVML in the container says "
+                            f"{_cuda(nvml.get('cudaDriverVersion'))}")
+    return problems
+
 # -- running it ----------------------------------------------------------------------------
 def _finished(p: Obj) -> bool:
     return p.get("status", {}).get("phase") in ("Succeeded", "Failed")

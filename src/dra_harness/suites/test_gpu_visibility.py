@@ -16,7 +16,7 @@ import pytest
 
 from dra_harness.checks import nvml_probe
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_node
+from dra_harness.kube.pods import allocated_devices, allocated_node
 
 SCRIPT_CONFIGMAP = "nvml-probe"
 
@@ -68,6 +68,20 @@ def test_a_pod_sees_exactly_the_gpu_its_claim_holds(cluster, probe, namespace, e
     evidence.record(node=pod["spec"]["nodeName"], visible=sorted(report.units),
                     compute_mode=[g.compute_mode for g in report.gpus], mig=[g.mig_enabled for g in report.gpus])
 
+
+def test_the_driver_version_a_slice_advertises_is_the_one_the_container_runs(cluster, probe, namespace, evidence):
+    """AI Conformance's driver_runtime_management: what DRA advertises (driverVersion, cudaDriverVersion of the
+    allocated device) is what is installed, as NVML in the pod reports it."""
+    cluster.template(namespace, "one-gpu")
+    report, held, pod = probe.run("versions", gpu={"template": "one-gpu"})
+    published = cluster.published()
+    devices = [published[d.key]["device"] for c in held for d in allocated_devices(c) if d.key in published]
+    assert devices, f"the probe's claim holds no published device: {held}"
+    problems = nvml_probe.version_problems(report, devices, cluster.profile)
+    evidence.record(node=pod["spec"]["nodeName"], nvml=report.raw.get("nvml"),
+                    published={d.get("name", "?"): {k: cluster.profile.device_attribute(d, k) for k in ("driverVersion", "cudaDriverVersion")}
+                               for d in devices})
+    assert not problems, "\n".join(problems)
 
 def _probe_each(probe, names, gpu: dict) -> tuple[dict, dict]:
     """Probe one pod per name, all holding their claims at once (a finished pod's claim is released, and the
