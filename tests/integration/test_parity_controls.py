@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.checks import config_webhook
+from dra_harness.checks import config_webhook, gang
 from dra_harness.checks.sharing import group_sharing_problems
 from dra_harness.errors import ClusterError
 from dra_harness.kube import builders, rest
@@ -120,3 +120,11 @@ def test_a_webhook_stopped_for_one_namespace_leaves_another_namespaces_webhook_a
         handle.kube.delete(rest.NAMESPACES, "controls-2")
     pki = handle.provider.embedded.state_dir / "pki"
     assert not list(pki.glob(f"{driver_webhook.PROCESS}-*")), "the webhooks' serving certificates were left"
+
+
+def test_negative_control_pods_without_a_pod_group_bind_as_far_as_they_fit(handle):
+    """The gang check's failure, shown: the same 2 pods (small cluster: 2 devices a node, one held) without a
+    PodGroup; one binds at once, which is what the check calls partial scheduling."""
+    g = gang.start(handle, "controls", 2, None)
+    bound = gang.bound_within(handle, "controls", g, 60)
+    assert len(bound) == 1, f"plain pods where one fits: {bound} bound"

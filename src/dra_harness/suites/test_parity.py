@@ -19,7 +19,7 @@ import pytest
 
 from dra_harness.errors import NotEstablished
 from dra_harness.checks import needs
-from dra_harness.checks import admin_access, config_webhook
+from dra_harness.checks import admin_access, config_webhook, gang
 from dra_harness.errors import ClusterError
 from dra_harness.checks.incontainer import PRINT_ENV, devices_seen, mismatch, probe_pod, read_env
 from dra_harness.checks.sharing import group_sharing_problems
@@ -72,6 +72,29 @@ def test_pods_of_each_pod_group_share_one_gpu_and_the_groups_get_different_ones(
                         f"{cluster.server_version()}: applied as written it fails; this version serves {res.api_version}"])
     problems = group_sharing_problems(claims, devices)
     assert not problems, problems
+
+
+#: How long a gang that does not fit must stay wholly unbound: the scheduler retries it several times meanwhile.
+GANG_HOLD_S = 10.0
+
+
+def test_a_gang_that_does_not_fit_binds_none_of_its_pods_until_all_fit(cluster, namespace, evidence):
+    """AI Conformance's gang scheduling, negative case: a PodGroup of 3 (gang minCount 3) whose claims may take
+    3 devices of one node, one of them held by another pod. Partial placement would bind 2 (the negative
+    control, tests/integration/test_parity_controls.py, shows plain pods doing so); a gang binds none. Then
+    the holder goes and all 3 bind, on those 3 devices."""
+    g = gang.start(cluster, namespace, 3, _pod_groups(cluster))
+    early = gang.bound_within(cluster, namespace, g, GANG_HOLD_S)
+    evidence.record(node=g.node, gang_devices=[d.get("name") for d in g.devices], held_by_holder=g.devices[-1].get("name"),
+                    bound_while_it_did_not_fit=early, hold_s=GANG_HOLD_S)
+    assert not early, f"{', '.join(early)} of the gang bound while only 2 of its 3 pods could: partial scheduling"
+    cluster.kube.delete(rest.PODS, gang.HOLDER, namespace, grace_seconds=0)
+    got = {}
+    for name in g.members:
+        pod = wait_running(cluster.kube, namespace, name, timeout=120)
+        got[name] = [d.device for c in pod_claims(cluster.kube, pod).values() for d in allocated_devices(c)]
+    evidence.record(devices_once_it_fit=got)
+    assert sorted(d for ds in got.values() for d in ds) == sorted(d.get("name") for d in g.devices), got
 
 
 def test_pods_asking_for_an_extended_resource_get_one_gpu_each_through_a_generated_claim(cluster, namespace, evidence):
