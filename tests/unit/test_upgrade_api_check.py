@@ -60,3 +60,24 @@ def test_gate_changes_between_known_releases_and_an_unknown_target_says_so():
 def test_a_target_that_is_not_a_release_is_one_line(text):
     with pytest.raises(InputError, match="expected a Kubernetes release"):
         api_check.minor(text, "--to")
+
+
+def test_the_report_shows_the_runs_upgrade_readiness_and_an_older_run_says_not_recorded(tmp_path):
+    import json
+
+    from dra_harness.report.summary import write_report
+    from tests.unit.report_runs import make_run
+
+    run = make_run(tmp_path / "run", contention_scale=None)
+    write_report(run)
+    assert "Upgrade readiness\n\nNot recorded in this run." in (run / "signoff.md").read_text()
+    verdict = api_check.Verdict("v1.37.2", "1.38", _removed("1.38"), [])
+    verdict.requested = api_check.requested(METRICS, verdict.removed)
+    fp = json.loads((run / "fingerprint.json").read_text())
+    fp["upgrade_readiness"] = verdict.as_json()
+    (run / "fingerprint.json").write_text(json.dumps(fp))
+    write_report(run)
+    md = (run / "signoff.md").read_text()
+    assert "**NO-GO** for Kubernetes v1.37.2 → 1.38" in md
+    assert "- would break: clients requested resource.k8s.io/v1beta1 resourceclaims" in md
+    assert "NO-GO" in (run / "signoff.html").read_text()

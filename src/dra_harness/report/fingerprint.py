@@ -205,6 +205,9 @@ def collect(
         return inventory(slices)
 
     part("inventory", _inventory)
+    # Before any suite runs: the parity suite itself asks for resource.k8s.io/v1beta1 (by dry run), which the
+    # API server's deprecated-API gauge would then count as a client of ours.
+    part("upgrade_readiness", lambda: _readiness(kube, fp))
     part("nodes", lambda: provenance.nodes(kube.list(rest.NODES)))
     drivers = sorted((fp.get("inventory") or {}).keys()) if "error" not in fp.get("inventory", {}) else []
     fp["drivers"] = [
@@ -216,6 +219,16 @@ def collect(
         for d in drivers
     ]
     return fp
+
+
+def _readiness(kube: Kube, fp: Obj) -> Obj:
+    """``upgrade check`` to the next minor, as JSON (:mod:`dra_harness.upgrade.api_check`)."""
+    from dra_harness.upgrade import api_check
+
+    current = str((fp.get("kubernetes") or {}).get("gitVersion") or "")
+    if not current:
+        raise ValueError("the cluster's version is unknown")
+    return api_check.check(kube, api_check.next_minor(current)).as_json()
 
 
 def k8s_version(fp: Obj) -> str:

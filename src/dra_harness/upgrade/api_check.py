@@ -213,3 +213,9 @@ def text(v: Verdict) -> list[str]:
                                                     else f"gates    {v.gates_note}"]
     lines.append("NO-GO: something above would break" if v.breaks else "GO: no client, manifest or gate above would break")
     return lines
+
+
+def next_minor(version: str) -> str:
+    """The release after ``version``'s minor: ``v1.37.2`` -> ``1.38``."""
+    major, mi = minor(version, "the cluster's version")
+    return f"{major}.{mi + 1}"
