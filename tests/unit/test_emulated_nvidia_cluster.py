@@ -65,3 +65,6 @@ def test_the_emulated_nvidia_smi_records_the_time_slicing_calls_and_refuses_the_
     refused = subprocess.run([str(smi), "-L"], capture_output=True, text=True)
     assert refused.returncode == 1 and "not emulated" in refused.stderr
     assert emulated_gpus.smi_calls(tmp_path) == ["-i GPU-1 -c DEFAULT", "compute-policy -i GPU-1 --set-timeslice 3"]
+    # The chart's init container (kubelet-plugin-prestart.sh) asks for --version under `env -i` and waits for exit 0.
+    version = subprocess.run(["env", "-i", str(smi), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and "550.54.15" in version.stdout

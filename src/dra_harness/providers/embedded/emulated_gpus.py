@@ -24,12 +24,15 @@ CTL_MINOR = 255
 #: Where the emulated nvidia-smi records the settings it was asked to apply, under the driver root.
 SMI_CALLS = "var/log/nvidia-smi.calls"
 #: NVIDIA's plugin applies time-slicing with ``nvidia-smi -i UUID -c MODE`` and ``compute-policy -i UUID
-#: --set-timeslice N``: those are recorded (no GPU to apply them to), so a check can see what the driver did;
-#: anything else is refused, as a GPU-less nvidia-smi would.
+#: --set-timeslice N``: those are recorded (no GPU to apply them to), so a check can see what the driver did (where
+#: the driver root is read-only, as in the chart's pod, the record is lost and the call still succeeds).
+#: ``--version`` answers as the chart's init container asks it; anything else is refused, as a GPU-less nvidia-smi would.
 NVIDIA_SMI = f"""#!/bin/sh
 case "$*" in
   "-i "*" -c "*|"compute-policy -i "*" --set-timeslice "*)
     echo "$*" >> "$(dirname "$0")/../../{SMI_CALLS}"; exit 0;;
+  --version)
+    echo "NVIDIA-SMI version  : 550.54.15 (dra-harness emulated GPUs)"; exit 0;;
 esac
 echo "nvidia-smi $*: not emulated (dra-harness emulated GPUs)" >&2
 exit 1

@@ -21,7 +21,7 @@ from pathlib import Path
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.components.gomod import module_source
-from dra_harness.components.images import DRIVER_IMAGE, driver_image, workload_image
+from dra_harness.components.images import DRIVER_IMAGE, driver_image, nvml_probe_image, workload_image
 from dra_harness.components.oci import write_layout
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
@@ -54,16 +54,19 @@ def _shown(path: Path) -> str:
 
 
 # -- images ----------------------------------------------------------------------------
-def load_images(nodes: list[str], image: str | None) -> list[str]:
+def load_images(nodes: list[str], image: str | None, nvidia: bool = False) -> list[str]:
     """Our workload image and the driver's into every node; the references loaded.
 
     ``image`` None: the driver image we build from the Go-built plugin. A named image is
-    taken from Docker when Docker has it, else left for the nodes to pull.
+    taken from Docker when Docker has it, else left for the nodes to pull. ``nvidia``: the NVML
+    probe's image instead of the example driver's (NVIDIA's plugin image is :mod:`.nvidia`'s).
     """
-    plugin = builder.build_all([catalog.EXAMPLE_DRIVER], quiet=True)[catalog.EXAMPLE_DRIVER.dirname]
     with tempfile.TemporaryDirectory(prefix="dra-harness-kind-images-") as tmp:
         archives = {workload_image().name: write_layout(workload_image(), Path(tmp) / "workload.tar")}
-        if image is None or image == DRIVER_IMAGE:
+        if nvidia:
+            archives[nvml_probe_image().name] = write_layout(nvml_probe_image(), Path(tmp) / "probe.tar")
+        elif image is None or image == DRIVER_IMAGE:
+            plugin = builder.build_all([catalog.EXAMPLE_DRIVER], quiet=True)[catalog.EXAMPLE_DRIVER.dirname]
             archives[DRIVER_IMAGE] = write_layout(driver_image(plugin.binary("dra-example-kubeletplugin")), Path(tmp) / "driver.tar")
         elif image_present(image):
             (Path(tmp) / "driver.tar").write_bytes(run_bytes(["docker", "save", image], f"docker save {image}"))
@@ -157,35 +160,35 @@ def install_with_manifests(kubeconfig: Path, image: str, gpus_per_node: int | No
 
 
 # -- publishing ------------------------------------------------------------------------
-def slice_counts(slices: list[dict]) -> dict[str, int]:
-    return {n: len(d) for n, d in devices_by_node(slices, DRIVER_NAME).items() if d}
+def slice_counts(slices: list[dict], driver: str = DRIVER_NAME) -> dict[str, int]:
+    return {n: len(d) for n, d in devices_by_node(slices, driver).items() if d}
 
 
-def wait_for_slices(kubeconfig: Path, workers: int, per_node: int | None, deadline: float) -> dict[str, int]:
-    """Every worker publishes devices (``per_node`` each when we set the count); a watch, not a poll."""
+def wait_for_slices(kubeconfig: Path, workers: int, per_node: int | None, deadline: float, driver: str = DRIVER_NAME) -> dict[str, int]:
+    """Every worker publishes devices of ``driver`` (``per_node`` each when we set the count); a watch, not a poll."""
     def ready(slices: list[dict]) -> bool:
-        counts = slice_counts(slices)
+        counts = slice_counts(slices, driver)
         return len(counts) >= workers and (per_node is None or all(c == per_node for c in counts.values()))
 
     try:
         slices = watch_until(
             connect(kubeconfig), rest.RESOURCE_SLICES, ready, max(1.0, deadline - time.monotonic()),
-            f"{workers} workers to publish {DRIVER_NAME} devices", field_selector=f"spec.driver={DRIVER_NAME}",
-            why=lambda slices: f"devices per node: {slice_counts(slices) or 'none'}",
+            f"{workers} workers to publish {driver} devices", field_selector=f"spec.driver={driver}",
+            why=lambda slices: f"devices per node: {slice_counts(slices, driver) or 'none'}",
         )
     except WaitError as e:
         raise KindError(str(e).splitlines()[0]) from None
-    return slice_counts(slices)
+    return slice_counts(slices, driver)
 
 
-def publishers(kube: rest.Kube) -> list[dict[str, object]]:
+def publishers(kube: rest.Kube, driver: str = DRIVER_NAME, namespace: str = NAMESPACE) -> list[dict[str, object]]:
     """Per node with slices: the driver pod there, the DaemonSet that owns it, its image, and the devices published.
 
     For the fingerprint: evidence that the slices come from the chart's DaemonSet pods,
     not from something else that writes ResourceSlices.
     """
-    counts = slice_counts(kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={DRIVER_NAME}"))
-    pods = {p["spec"].get("nodeName"): p for p in kube.list(rest.PODS, namespace=NAMESPACE)
+    counts = slice_counts(kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={driver}"), driver)
+    pods = {p["spec"].get("nodeName"): p for p in kube.list(rest.PODS, namespace=namespace)
             if p.get("status", {}).get("phase") == "Running"}
     out: list[dict[str, object]] = []
     for node, devices in sorted(counts.items()):

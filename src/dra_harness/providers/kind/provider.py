@@ -31,7 +31,8 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import BuildError
 from dra_harness.providers.kind import config as kind_config
-from dra_harness.providers.kind import driver, engine, nodeimage
+from dra_harness.providers.embedded import emulated_gpus
+from dra_harness.providers.kind import driver, engine, nodeimage, nvidia
 from dra_harness.providers.kind.tools import KindError, run
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ class KindSpec:
     driver_image: str | None = None  # None: the image of the plugin we build
     install: str = "auto"  # auto (helm) | helm | manifests
     timeout: float = 900.0
+    driver: str = "example"  # example, or nvidia: NVIDIA's chart over emulated GPUs (:mod:`.nvidia`)
+    nvidia_version: str = catalog.NVIDIA_DRIVER_VERSIONS[0]
+    gpu_profile: str = "h100"
 
 
 def created(name: str) -> dict[str, Any]:
@@ -141,19 +145,30 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
     kubeconfig.write_text(run([kind, "get", "kubeconfig", "--name", spec.name], "kind get kubeconfig", timeout=60))
     kubeconfig.chmod(0o600)
     started = time.monotonic()
-    say("loading the driver and workload images into the nodes")
-    loaded = driver.load_images(nodes(spec.name), spec.driver_image)
-    image = spec.driver_image or driver.DRIVER_IMAGE
-    say(f"installing the example driver ({method})")
-    if method == "helm":
-        how = driver.install_with_helm(kubeconfig, image, spec.gpus_per_node, state_dir(spec.name) / "helm")
+    if spec.driver == "nvidia":
+        say("loading the workload and NVML probe images into the nodes")
+        loaded = driver.load_images(nodes(spec.name), None, nvidia=True)
+        say(f"installing NVIDIA's DRA driver v{spec.nvidia_version} over emulated {spec.gpu_profile.upper()} GPUs (helm)")
+        workers = [n for n in nodes(spec.name) if n != f"{spec.name}-control-plane"]
+        how = nvidia.install(spec.name, workers, kubeconfig, spec.nvidia_version, spec.gpu_profile, state_dir(spec.name) / "helm")
+        image = nvidia.image_name(spec.nvidia_version)
+        say("waiting for every worker's ResourceSlices")
+        counts = driver.wait_for_slices(kubeconfig, spec.workers, emulated_gpus.GPUS, deadline, nvidia.DRIVER)
     else:
-        driver.install_with_manifests(kubeconfig, image, spec.gpus_per_node)
-        how = f"our manifests ({driver.MANIFESTS.name})"
-    say("waiting for every worker's ResourceSlices")
-    counts = driver.wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
+        say("loading the driver and workload images into the nodes")
+        loaded = driver.load_images(nodes(spec.name), spec.driver_image)
+        image = spec.driver_image or driver.DRIVER_IMAGE
+        say(f"installing the example driver ({method})")
+        if method == "helm":
+            how = driver.install_with_helm(kubeconfig, image, spec.gpus_per_node, state_dir(spec.name) / "helm")
+        else:
+            driver.install_with_manifests(kubeconfig, image, spec.gpus_per_node)
+            how = f"our manifests ({driver.MANIFESTS.name})"
+        say("waiting for every worker's ResourceSlices")
+        counts = driver.wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
     _record(spec.name, driver_install=how, driver_image=image, images_loaded=loaded, devices_per_node=counts,
-            driver_to_slices_s=round(time.monotonic() - started, 1))
+            driver_to_slices_s=round(time.monotonic() - started, 1), driver=spec.driver,
+            **({"nvidia_version": spec.nvidia_version, "gpu_profile": spec.gpu_profile} if spec.driver == "nvidia" else {}))
     (state_dir(spec.name) / "ready").touch()
     log.info("kind cluster %s: up, driver installed (%s) and publishing", spec.name, method)
     return kubeconfig

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from dra_harness import heartbeat
-from dra_harness.components import catalog
+from dra_harness.components import catalog, images
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.errors import InputError
 from dra_harness.kube.client import connect
@@ -25,7 +25,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.existing import open_kubeconfig
 from dra_harness.providers.handle import ClusterHandle
-from dra_harness.providers.kind import driver, provider, reaper
+from dra_harness.providers.kind import driver, nvidia, provider, reaper
 
 
 class KindProvider(Provider):
@@ -38,13 +38,9 @@ class KindProvider(Provider):
     def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:
         from dra_harness.providers.kind.commands import up_kind
 
-        if spec.driver != "example":
-            raise InputError(f"--driver {spec.driver}: kind clusters run the example driver here; NVIDIA's runs on the "
-                             "embedded cluster (--provider local)")
-
         return up_kind(provider.KindSpec(
             name=spec.name, k8s_version=spec.k8s_version, workers=spec.nodes, gpus_per_node=spec.gpus_per_node,
-            node_image=spec.node_image, driver_image=spec.driver_image, install=spec.install,
+            node_image=spec.node_image, driver_image=spec.driver_image, install=spec.install, driver=spec.driver,
             # A cold node image build and kind's own start-up take far longer than the embedded cluster.
             timeout=max(spec.timeout, 900.0)), console)
 
@@ -90,7 +86,18 @@ class KindProvider(Provider):
             node_image=opt.get("kind_node_image"),
             driver_image=opt.get("driver_image"),
             install=opt.get("kind_install", "auto"),
+            driver=self.driver,
         )
+
+    @property
+    def driver(self) -> str:
+        """``nvidia`` when the run asks for NVIDIA's profile (``--driver nvidia`` or ``gpu.nvidia.com``), else ``example``."""
+        return "nvidia" if self.options.get("driver") in ("nvidia", nvidia.DRIVER) else "example"
+
+    @property
+    def nvml_probe_image(self) -> str | None:
+        """The NVML probe's image, imported into every node of a cluster running NVIDIA's driver."""
+        return images.nvml_probe_image_name() if self.driver == "nvidia" else None
 
     def prepare(self, console: Console) -> None:
         """The cluster comes up before the session, where its progress shows and the fingerprint can read it."""
@@ -137,7 +144,12 @@ class KindProvider(Provider):
             return f"kind cluster {self.cluster_name} is not up"
         kube = self.connect()
         facts = provider.created(self.cluster_name)
-        extra = {"kind": {"cluster": self.cluster_name, "kind_version": catalog.KIND_VERSION, **facts,
-                          "publishers": driver.publishers(kube)}}
-        return kube, {"kube-apiserver": lambda: kube.raw("/metrics", timeout=20)}, None, extra
+        if facts.get("driver") == "nvidia":
+            publishers = driver.publishers(kube, nvidia.DRIVER, nvidia.NAMESPACE)
+            build = (f"NVIDIA DRA driver v{facts.get('nvidia_version')} on emulated GPUs "
+                     f"({str(facts.get('gpu_profile', '')).upper()} profile, emulated NVML), its Helm chart on kind")
+        else:
+            publishers, build = driver.publishers(kube), None
+        extra = {"kind": {"cluster": self.cluster_name, "kind_version": catalog.KIND_VERSION, **facts, "publishers": publishers}}
+        return kube, {"kube-apiserver": lambda: kube.raw("/metrics", timeout=20)}, build, extra
 
