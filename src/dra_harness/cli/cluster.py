@@ -49,7 +49,7 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
               help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
 @click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True,
-              help="local: embedded cluster; kind: a kind cluster (Docker) with the example driver installed.")
+              help="local: embedded cluster; kind: a kind cluster (Docker) with the driver installed by its own Helm chart.")
 @click.option("--node-image", help="kind: node image (default: built here for --k8s-version).")
 @click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
 @click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
