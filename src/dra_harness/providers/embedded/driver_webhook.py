@@ -110,7 +110,7 @@ def _command(st: ClusterState, driver: str) -> list[str]:
     if driver == nvidia_driver.DRIVER:
         component = catalog.nvidia_driver(st.spec.nvidia_version)
         # The chart passes its featureGates to the webhook too: with TimeSlicingSettings off it refuses every interval.
-        return [str(builder.build_all([component])[component.dirname].binary("webhook")),
+        return [str(builder.build_all([component], quiet=True)[component.dirname].binary("webhook")),
                 f"--feature-gates={commands.NVIDIA_PLUGIN_GATES}"]
     binary = st.binaries.get("dra-example-webhook")
     if binary is None:

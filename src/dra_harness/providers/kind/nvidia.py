@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
@@ -27,8 +29,11 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog, debian
 from dra_harness.components.gomod import module_source
 from dra_harness.components.images import BUSYBOX
-from dra_harness.components.oci import File, Image
+from dra_harness.components.oci import File, Image, write_layout
+from dra_harness.kube import rest
+from dra_harness.kube.client import connect
 from dra_harness.providers.embedded import emulated_gpus
+from dra_harness.providers.kind.driver import IMPORT
 from dra_harness.providers.kind.tools import KindError, run
 
 NAMESPACE = RELEASE = "dra-driver-nvidia-gpu"
@@ -104,14 +109,6 @@ def chart_dir(version: str) -> Path:
 
 def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, profile: str, home: Path) -> str:
     """Everything above on every worker, then ``helm upgrade --install`` of the chart; says what was installed."""
-    import os
-    import subprocess
-
-    from dra_harness.components.oci import write_layout
-    from dra_harness.kube import rest
-    from dra_harness.kube.client import connect
-    from dra_harness.providers.kind.driver import IMPORT
-
     with tempfile.TemporaryDirectory(prefix="dra-harness-kind-nvidia-") as tmp:
         archive = write_layout(plugin_image(version), Path(tmp) / "plugin.tar").read_bytes()
         for node in workers:
