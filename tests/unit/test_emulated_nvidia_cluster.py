@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dra_harness.errors import InputError
-from dra_harness.providers.embedded import commands, emulated_gpus
+from dra_harness.components import emulated_gpus
+from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.provider import _driver, driver_description, local_hardware
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
 

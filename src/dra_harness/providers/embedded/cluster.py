@@ -49,7 +49,8 @@ from dra_harness.kube.rest import Kube
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
-from dra_harness.providers.embedded import commands, emulated_gpus, realcluster, runtime_dirs
+from dra_harness.components import emulated_gpus
+from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
 from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity

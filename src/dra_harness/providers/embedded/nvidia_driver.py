@@ -26,7 +26,7 @@ from dra_harness.components.gomod import module_source
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube, Obj
-from dra_harness.providers.embedded import emulated_gpus
+from dra_harness.components import emulated_gpus
 from dra_harness.providers.embedded.cluster import LocalCluster
 
 DRIVER = "gpu.nvidia.com"

@@ -24,7 +24,8 @@ from dra_harness.kube.rest import Kube
 from dra_harness.providers import profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
-from dra_harness.providers.embedded import driver_daemonset, driver_webhook, emulated_gpus
+from dra_harness.components import emulated_gpus
+from dra_harness.providers.embedded import driver_daemonset, driver_webhook
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason

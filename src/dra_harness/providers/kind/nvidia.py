@@ -32,7 +32,7 @@ from dra_harness.components.images import BUSYBOX
 from dra_harness.components.oci import File, Image, write_layout
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
-from dra_harness.providers.embedded import emulated_gpus
+from dra_harness.components import emulated_gpus
 from dra_harness.providers.kind.driver import IMPORT
 from dra_harness.providers.kind.tools import KindError, run
 

@@ -31,7 +31,7 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.errors import BuildError
 from dra_harness.providers.kind import config as kind_config
-from dra_harness.providers.embedded import emulated_gpus
+from dra_harness.components import emulated_gpus
 from dra_harness.providers.kind import driver, engine, nodeimage, nvidia
 from dra_harness.providers.kind.tools import KindError, run
 

@@ -1,9 +1,10 @@
 """Emulated NVIDIA GPUs on a node: the driver root NVIDIA's plugin and containers read.
 
-Why its own module: the cluster starts NVIDIA's plugin at bring-up (``ClusterSpec.driver``) and
-:mod:`.nvidia_driver` swaps it onto a running cluster's node; both need the same driver root and the
-same record of what runs (``ClusterState.nvidia``), and the cluster cannot import the module that
-builds on it.
+Why here, among the components, and not in a provider: the embedded cluster starts NVIDIA's plugin
+over such a root at bring-up and swaps it onto a running node
+(:mod:`dra_harness.providers.embedded.nvidia_driver`), and a kind cluster copies one into each of
+its nodes for the chart's pods (:mod:`dra_harness.providers.kind.nvidia`): both providers build the
+same root, and neither imports the other.
 """
 
 from __future__ import annotations
