@@ -146,6 +146,18 @@ def test_a_plugin_pod_of_no_daemonset_and_a_second_daemonset_are_facts_not_guess
     assert none.driver_daemonset == "" and "not a pod we can restart" in none.driver_evidence
 
 
+def test_a_plugin_that_names_its_driver_nowhere_is_found_by_registering_from_the_profiles_daemonset():
+    """NVIDIA's chart: the whole plugins directory mounted, `gpu-kubelet-plugin -v 4`, no driver name in env."""
+    registry = ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins")
+    chart = _plugin_pod("dra-example-driver-kubeletplugin-x", "gpu-a", "dra-example-driver-kubeletplugin", registry)
+    chart["metadata"]["namespace"] = "dra-example-driver"
+    facts = _discover([chart])
+    assert facts.driver_daemonset == "dra-example-driver/dra-example-driver-kubeletplugin", facts.driver_evidence
+    # Negative control: the same pod from a DaemonSet the profile does not name is not taken for the driver's.
+    chart["metadata"]["ownerReferences"][0]["name"] = "someone-elses-plugin"
+    assert _discover([chart]).driver_daemonset == ""
+
+
 def test_a_device_quota_in_every_new_namespace_caps_what_one_check_may_ask_for():
     f = _facts(admission={"allowed": True, "resource_quotas": ["platform-device-quota"],
                           "device_quota": {"gpu.example.com": 6, "other.example.com": 1}},

@@ -189,24 +189,28 @@ def _rights(handle: ClusterHandle, facts: Facts, lease_namespace: str) -> None:
 
 def _plugin_pods(handle: ClusterHandle, facts: Facts) -> None:
     """Pods serving the driver, found by what they are: on a node with the driver's slices, mounting a
-    kubelet plugin path of the driver (or its registration directory) from the host. The profile's
-    DaemonSet name is only a hint; several owners, or none, are facts too."""
+    kubelet plugin path of the driver (or its registration directory, naming the driver or owned by the
+    profile's DaemonSet) from the host. The profile's DaemonSet name is otherwise only a hint; several
+    owners, or none, are facts too."""
     facts.driver_controlled = handle.controls_driver
     owners: dict[str, set[str]] = {}
+    hint = "/".join(handle.profile.driver_daemonset)
     for pod in handle.kube.list(rest.PODS):
         node = pod["spec"].get("nodeName") or ""
         if node not in facts.nodes or not facts.nodes[node].published or pod["metadata"].get("deletionTimestamp"):
             continue
+        meta = pod["metadata"]
+        owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), "")
         paths = [(v.get("hostPath") or {}).get("path", "") for v in pod["spec"].get("volumes") or []]
+        # A plugin mounting the whole plugins directory and naming its driver nowhere (NVIDIA's chart) is known by
+        # registering with the kubelet from the DaemonSet its profile names.
         serves = any(facts.driver in p for p in paths) or (
-            any("plugins_registry" in p for p in paths) and _names_driver(pod, facts.driver))
+            any("plugins_registry" in p for p in paths)
+            and (_names_driver(pod, facts.driver) or (bool(owner) and f"{meta['namespace']}/{owner}" == hint)))
         if not serves:
             continue
-        meta = pod["metadata"]
         facts.nodes[node].driver_pods.append(f"{meta['namespace']}/{meta['name']}")
-        owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), "")
         owners.setdefault(f"{meta['namespace']}/{owner}" if owner else "", set()).add(node)
-    hint = "/".join(handle.profile.driver_daemonset)
     daemonsets = sorted(o for o in owners if o)
     if len(daemonsets) == 1:
         facts.driver_daemonset = daemonsets[0]
