@@ -33,12 +33,7 @@ class Gang:
 
 def free_devices(cluster: ClusterHandle, count: int) -> tuple[str, list[Obj]]:
     """A node with ``count`` devices nobody holds, and those devices (lowest names first)."""
-    held = cluster.allocations()
-    by_node: dict[str, list[Obj]] = {}
-    for key, where in sorted(cluster.published().items()):
-        if key not in held and where["node"]:
-            by_node.setdefault(where["node"], []).append(where["device"])
-    for node, devices in sorted(by_node.items()):
+    for node, devices in sorted(cluster.free_devices().items()):
         if len(devices) >= count:
             return node, devices[:count]
     raise NotEstablished(f"no node has {count} free devices of {cluster.driver} for the gang check")
@@ -73,13 +68,13 @@ def start(cluster: ClusterHandle, namespace: str, size: int, podgroups: rest.Res
     return Gang(node, devices, members)
 
 
-def bound_within(cluster: ClusterHandle, namespace: str, gang: Gang, seconds: float, expect: int = 1) -> list[str]:
-    """The members bound to a node once ``expect`` of them are, or whichever are after ``seconds``."""
+def bound_within(cluster: ClusterHandle, namespace: str, gang: Gang, seconds: float) -> list[str]:
+    """The members bound to a node as soon as one is, or none after ``seconds``."""
     def bound(pods: list[Obj]) -> list[str]:
         return sorted(p["metadata"]["name"] for p in pods if p["metadata"]["name"] in gang.members and p["spec"].get("nodeName"))
 
     try:
-        return bound(watch_until(cluster.kube, rest.PODS, lambda pods: len(bound(pods)) >= expect, seconds,
-                                 f"{expect} member(s) of the gang to bind", namespace=namespace, environment=False))
-    except WaitTimeout as e:
-        return bound(e.last) if isinstance(e.last, list) else []
+        return bound(watch_until(cluster.kube, rest.PODS, lambda pods: bool(bound(pods)), seconds,
+                                 "a member of the gang to bind", namespace=namespace, environment=False))
+    except WaitTimeout:
+        return []  # had any bound, the wait would have ended

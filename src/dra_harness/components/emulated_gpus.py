@@ -33,7 +33,7 @@ case "$*" in
   "-i "*" -c "*|"compute-policy -i "*" --set-timeslice "*)
     echo "$*" >> "$(dirname "$0")/../../{SMI_CALLS}"; exit 0;;
   --version)
-    echo "NVIDIA-SMI version  : 550.54.15 (dra-harness emulated GPUs)"; exit 0;;
+    echo "NVIDIA-SMI version  : {nvml.DRIVER_VERSION} (dra-harness emulated GPUs)"; exit 0;;
 esac
 echo "nvidia-smi $*: not emulated (dra-harness emulated GPUs)" >&2
 exit 1

@@ -141,6 +141,15 @@ class ClusterHandle:
                 held.setdefault(dev.key, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
         return held
 
+    def free_devices(self, node: str | None = None) -> dict[str, list[dict]]:
+        """Node -> its published devices nobody's claim holds now (``node``: that node only), by device name."""
+        held = self.allocations()
+        out: dict[str, list[dict]] = {}
+        for key, where in sorted(self.published().items()):
+            if key not in held and where["node"] and node in (None, where["node"]):
+                out.setdefault(where["node"], []).append(where["device"])
+        return out
+
     @property
     def controls_driver(self) -> bool:
         """Whether the harness itself starts and stops the driver (the embedded cluster's plugin

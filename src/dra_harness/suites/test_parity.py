@@ -78,6 +78,7 @@ def test_pods_of_each_pod_group_share_one_gpu_and_the_groups_get_different_ones(
 GANG_HOLD_S = 10.0
 
 
+@pytest.mark.requires(needs.free_devices(3, same_node=True))
 def test_a_gang_that_does_not_fit_binds_none_of_its_pods_until_all_fit(cluster, namespace, evidence):
     """AI Conformance's gang scheduling, negative case: a PodGroup of 3 (gang minCount 3) whose claims may take
     3 devices of one node, one of them held by another pod. Partial placement would bind 2 (the negative
@@ -190,10 +191,8 @@ def test_an_admin_access_claim_reaches_a_device_another_pod_holds_and_says_so_in
 
 def _free_index(cluster, node: str) -> int:
     """The lowest index of a device on ``node`` that nobody holds: on a shared cluster a tenant may hold index 0."""
-    published, held = cluster.profile.attributes["index"], cluster.allocations()
-    free = sorted(attrs[name]["int"] for key, where in cluster.published().items() if where["node"] == node and key not in held
-                  for attrs in [where["device"].get("attributes") or {}]
-                  for name in (published, cluster.profile.qualified(published)) if name in attrs)
+    free = sorted(i for d in cluster.free_devices(node).get(node, [])
+                  if isinstance(i := cluster.profile.device_attribute(d, "index"), int))
     if not free:
         raise NotEstablished(f"no device on {node} is free for the claim the admin claim must share")
     return free[0]

@@ -105,14 +105,21 @@ def helm_command(helm: str, kubeconfig: Path, chart: Path, image: str, gpus_per_
     ]
 
 
-def install_with_helm(kubeconfig: Path, image: str, gpus_per_node: int, home: Path) -> str:
-    """``helm upgrade --install`` of the chart; Helm's cache and config live in ``home`` (the cluster's state)."""
-    helm = str(builder.build_all([catalog.HELM], quiet=True)[catalog.HELM.dirname].binary("helm"))
+def helm_binary() -> str:
+    return str(builder.build_all([catalog.HELM], quiet=True)[catalog.HELM.dirname].binary("helm"))
+
+
+def run_helm(argv: list[str], home: Path, what: str) -> None:
+    """Run Helm with its cache and config in ``home`` (the cluster's state); KindError naming ``what`` on failure."""
     env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    argv = helm_command(helm, kubeconfig, chart_dir(), image, gpus_per_node)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=420, env=env)
     if proc.returncode != 0:
-        raise KindError(f"helm install of the example driver failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        raise KindError(f"helm install of {what} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+
+
+def install_with_helm(kubeconfig: Path, image: str, gpus_per_node: int, home: Path) -> str:
+    """``helm upgrade --install`` of the chart."""
+    run_helm(helm_command(helm_binary(), kubeconfig, chart_dir(), image, gpus_per_node), home, "the example driver")
     return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from sigs.k8s.io/dra-example-driver@v{catalog.EXAMPLE_DRIVER_VERSION}"
 
 

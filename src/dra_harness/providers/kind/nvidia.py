@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
@@ -33,7 +31,7 @@ from dra_harness.components.oci import File, Image, write_layout
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.components import emulated_gpus
-from dra_harness.providers.kind.driver import IMPORT
+from dra_harness.providers.kind.driver import IMPORT, helm_binary, run_helm
 from dra_harness.providers.kind.tools import KindError, run
 
 NAMESPACE = RELEASE = "dra-driver-nvidia-gpu"
@@ -117,12 +115,7 @@ def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, pr
     for node in workers:
         install_driver_root(node, profile, seed=seed(cluster, node))
         kube.patch(rest.NODES, node, {"metadata": {"labels": {NODE_LABEL: "true"}}})
-    helm = str(builder.build_all([catalog.HELM], quiet=True)[catalog.HELM.dirname].binary("helm"))
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    argv = [helm, "upgrade", "--install", RELEASE, str(chart_dir(version)), "--kubeconfig", str(kubeconfig),
-            "--namespace", NAMESPACE, "--create-namespace", *(x for v in helm_values(version) for x in ("--set", v)),
-            "--wait", "--timeout", "5m"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=420, env=env)
-    if proc.returncode != 0:
-        raise KindError(f"helm install of NVIDIA's driver failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+    run_helm([helm_binary(), "upgrade", "--install", RELEASE, str(chart_dir(version)), "--kubeconfig", str(kubeconfig),
+              "--namespace", NAMESPACE, "--create-namespace", *(x for v in helm_values(version) for x in ("--set", v)),
+              "--wait", "--timeout", "5m"], home, "NVIDIA's driver")
     return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from {catalog.NVIDIA_DRIVER_MODULE}@v{version}"
