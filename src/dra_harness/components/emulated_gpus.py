@@ -83,3 +83,8 @@ def smi_calls(root: Path) -> list[str]:
     """The nvidia-smi settings the driver applied to this root's GPUs, in order (``SMI_CALLS``)."""
     path = root / SMI_CALLS
     return path.read_text().splitlines() if path.is_file() else []
+
+
+def description(version: str, profile: str) -> str:
+    """NVIDIA's driver on these GPUs as provenance names it: exactly what ran, never just "GPU"."""
+    return f"NVIDIA DRA driver v{version} on emulated GPUs ({profile.upper()} profile, emulated NVML)"

@@ -205,8 +205,7 @@ def _driver(option: str | None) -> str:
 def driver_description(spec: ClusterSpec) -> str:
     """The driver as provenance names it: exactly what ran, never just "GPU"."""
     if spec.driver == "nvidia":
-        return (f"NVIDIA DRA driver v{spec.nvidia_version} on emulated GPUs "
-                f"({spec.gpu_profile.upper()} profile, emulated NVML)")
+        return emulated_gpus.description(spec.nvidia_version, spec.gpu_profile)
     return f"dra-example-kubeletplugin v{spec.driver_version}"
 
 

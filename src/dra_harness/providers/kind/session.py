@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from dra_harness import heartbeat
-from dra_harness.components import catalog, images
+from dra_harness.components import catalog, emulated_gpus, images
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.errors import InputError
 from dra_harness.kube.client import connect
@@ -146,8 +146,7 @@ class KindProvider(Provider):
         facts = provider.created(self.cluster_name)
         if facts.get("driver") == "nvidia":
             publishers = driver.publishers(kube, nvidia.DRIVER, nvidia.NAMESPACE)
-            build = (f"NVIDIA DRA driver v{facts.get('nvidia_version')} on emulated GPUs "
-                     f"({str(facts.get('gpu_profile', '')).upper()} profile, emulated NVML), its Helm chart on kind")
+            build = f"{emulated_gpus.description(str(facts.get('nvidia_version')), str(facts.get('gpu_profile')))}, its Helm chart on kind"
         else:
             publishers, build = driver.publishers(kube), None
         extra = {"kind": {"cluster": self.cluster_name, "kind_version": catalog.KIND_VERSION, **facts, "publishers": publishers}}
