@@ -7,7 +7,8 @@ resumes from its checkpoint, and the run reports the evictions, the device-hours
 re-queue wait. Under ``shared`` in the same run the high-priority jobs wait for a low-priority job
 to finish by itself. Negative control: the same jobs with the ClusterQueue's preemption off evict
 nothing and wait as under ``shared``, so the evictions were Kueue's preemption. Afterwards no
-Kueue CRD, namespace or contention node is left.
+Kueue CRD, namespace or contention node is left. In virtual time, jobs that provably start at once are
+sent through Kueue without a settled step of their own, and still run at their arrival for their duration.
 """
 
 from __future__ import annotations
@@ -105,4 +106,20 @@ def test_in_virtual_time_kueue_evicts_at_the_arrival_and_the_evicted_job_runs_on
             first, last = job["runs"][0], job["runs"][-1]
             saved = (first[1] - first[0]) // 900 * 900  # 15-min checkpoints, in scenario seconds
             assert abs((last[1] - last[0]) - (7200 - saved)) < 1.0, (name, job["runs"])
+    _nothing_left(small_cluster)
+
+
+def test_in_virtual_time_jobs_sent_ahead_through_kueue_start_at_their_arrival_and_run_their_duration(small_cluster, tmp_path):
+    """Light load: every job is sent ahead (no settled step of its own) and confirmed running; none broke the bound."""
+    _run(small_cluster, SCENARIOS / "ahead.yaml", tmp_path, clock="virtual")
+    for design in ("queue", "shared"):
+        result = json.loads((tmp_path / "contention" / f"queue-ahead-{design}.json").read_text())
+        assert result["jobs_completed"] == 12 and result["jobs_lost"] == 0, (design, result["lost"])
+        assert result["virtual"]["sent_ahead"] == 12 and result["virtual"]["ahead_broken"] == 0, (design, result["virtual"])
+        assert all(t["wait_s"]["max"] == 0.0 for t in result["tiers"]), (design, result["tiers"])
+        raw = json.loads((tmp_path / "contention" / f"queue-ahead-{design}-raw.json").read_text())
+        planned = {j["name"]: j for j in raw["plan"]}
+        for name, job in raw["jobs"].items():  # started at the arrival, ended after the duration: in scenario time
+            assert job["running"] == planned[name]["at_s"], (design, name, job, planned[name])
+            assert abs(job["completed"] - job["running"] - planned[name]["duration_s"]) < 1e-6, (design, name, job)
     _nothing_left(small_cluster)

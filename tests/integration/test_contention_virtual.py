@@ -1,6 +1,7 @@
 """Virtual time: verdicts that do not depend on the machine, proven on a private embedded cluster.
 
-One seed twice gives the same verdicts and p95 waits; a control plane held to a tenth of a core through
+One seed twice (once sending provably fitting arrivals ahead, once settling every step) gives the same
+verdicts and p95 waits, and a bound that counts devices the cluster lacks is caught; a control plane held to a tenth of a core through
 its cgroup leaves the virtual waits alone while a wall-clock run of the same scenario (the negative
 control) sees its waits grow; half the cluster turns a tier that met into one that misses; and
 ``contention size`` answers with a size that meets where one node fewer misses.
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.contention import queue, runner
+from dra_harness.contention.ahead import Room
 from dra_harness.contention.scenario import Scenario, load
 from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.sizing import scaled
@@ -36,14 +38,15 @@ CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 SLOW_QUOTA_US, PERIOD_US = 10_000, 100_000
 
 
-def run(cluster, sc: Scenario, designs: list[str], out: Path, virtual: bool = True) -> dict[str, dict]:
+def run(cluster, sc: Scenario, designs: list[str], out: Path, virtual: bool = True, room=Room.of) -> dict[str, dict]:
     kube = cluster.kube()
     topo = Topology(kube, sc, uuid.uuid4().hex[:12])
     scheduler = SchedulerQueue.of_embedded(cluster) if virtual else None
     topo.create()
     try:
         with queue.kueue_running(cluster, kube, topo, "queue" in designs) as admission:
-            return {d: runner.run_design(kube, topo, d, out, "test", scheduler=scheduler, admission=admission) for d in designs}
+            return {d: runner.run_design(kube, topo, d, out, "test", scheduler=scheduler, admission=admission, room=room)
+                    for d in designs}
     finally:
         topo.delete()
         if scheduler:
@@ -85,10 +88,13 @@ def baseline(spares, tmp_path_factory) -> Iterator[tuple[object, dict[str, dict]
 
 
 def test_one_seed_run_twice_in_virtual_time_gives_the_same_verdicts_and_waits(baseline, tmp_path):
+    """The second run settles every step (nothing sent ahead): the same answers say sending ahead changes none."""
     cluster, first = baseline
-    second = run(cluster, load(SCENARIO), ["shared", "reserved"], tmp_path)
+    second = run(cluster, load(SCENARIO), ["shared", "reserved"], tmp_path, room=lambda topo, design: None)
     for design in ("shared", "reserved"):
         assert first[design]["clock"] == "virtual" and first[design]["jobs_lost"] == 0, first[design]
+        assert first[design]["virtual"]["sent_ahead"] > 0 and first[design]["virtual"]["ahead_broken"] == 0, first[design]["virtual"]
+        assert second[design]["virtual"]["sent_ahead"] == 0, second[design]["virtual"]
         assert_same(first[design], second[design])
 
 
@@ -151,6 +157,17 @@ def test_half_the_cluster_turns_a_tier_that_met_into_one_that_misses(baseline, t
     met = [name for name, t in tiers(first["reserved"]).items() if t["verdict"] == "meets"]
     now_missing = [name for name in met if tiers(smaller)[name]["verdict"] == "misses"]
     assert now_missing, (tiers(first["reserved"]), tiers(smaller))
+
+
+def test_negative_control_a_bound_counting_devices_the_cluster_lacks_is_caught_as_broken(baseline, tmp_path):
+    """Half the cluster, counted as if whole: arrivals sent ahead that find no device are found out, not trusted."""
+    cluster, _ = baseline
+    sc = load(SCENARIO)
+    half = replace(scaled(sc, sc.nodes // 2), name=f"{sc.name}-half")
+    phantom = Topology(None, sc, uuid.uuid4().hex[:12])  # type: ignore[arg-type]  # devices no cluster has
+    result = run(cluster, half, ["shared"], tmp_path, room=lambda topo, design: Room.of(phantom, design))["shared"]
+    assert result["virtual"]["ahead_broken"] > 0, result["virtual"]
+    assert result["jobs_lost"] == 0, result
 
 
 def test_contention_size_finds_a_size_that_meets_where_one_node_fewer_misses(baseline, tmp_path):

@@ -69,6 +69,9 @@ def print_table(results: list[dict]) -> None:
         console.print(f"{r['design']}: {r['jobs_completed']}/{r['jobs_total']} completed, lost {r['jobs_lost']}, "
                       f"utilisation {r['utilisation']['mean']:.0%}, idle reserved {r['idle_reserved_device_s'] / 3600:.1f} "
                       f"device-h, {r['jobs_per_s']} jobs/s end to end, wall {r['wall_s']} s", highlight=False)
+        if (broken := (r.get("virtual") or {}).get("ahead_broken")):
+            console.print(f"  [yellow]{broken} job(s) sent ahead as certain to find devices did not[/]: their waits are "
+                          f"those the watches saw, late by up to a step (see contention.ahead)", highlight=False)
         for tier, e in (r.get("evictions") or {}).items():
             q = e["requeue_wait_s"]
             console.print(f"  {tier}: {e['evictions']} evictions, {e['lost_device_hours']:.1f} device-h of work lost, "

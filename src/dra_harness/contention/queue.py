@@ -209,8 +209,9 @@ class Settled:
     that ends a job would otherwise wait that second for its quota to come back.
     """
 
-    def __init__(self, kube: Kube, namespace: str, admission: KueueQueue) -> None:
-        self.kube, self.namespace, self.admission = kube, namespace, admission
+    def __init__(self, kube: Kube, namespace: str, admission: KueueQueue, quota: int = 0) -> None:
+        """``quota``: the devices the run's ClusterQueue admits (:func:`install` gives it every device)."""
+        self.kube, self.namespace, self.admission, self.quota = kube, namespace, admission, quota
         # Watched, not listed per look: a look every 10 ms over a thousand finished Jobs slowed every step.
         self.jobs = Mirror(kube, rest.JOBS, namespace)
         self.workloads = Mirror(kube, kueue.WORKLOADS, namespace)
@@ -234,6 +235,13 @@ class Settled:
             pass  # gone with an eviction's clean-up: nothing to sync
         except (rest.ApiError, rest.Unreachable) as e:  # only slower: the controller's batch syncs it in 1 s
             log.debug("touching job %s refused: %s", job, e)
+
+    def unfinished(self, jobs: Collection[str]) -> list[str]:
+        """Of ``jobs``, those whose Workload is not yet ``Finished`` (their quota not yet given back)."""
+        done = {next((o["name"] for o in w["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), "")
+                for w in self.workloads.items()
+                if any(c["type"] == "Finished" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions") or [])}
+        return [j for j in jobs if j not in done]
 
     def __call__(self, ended: Collection[str] = ()) -> list[str]:
         out = []

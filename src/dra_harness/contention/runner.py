@@ -28,6 +28,7 @@ from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.handle import grant_namespace_role
 from dra_harness.contention import metrics, plots, queue
 from dra_harness.contention.settle import SchedulerQueue
+from dra_harness.contention.ahead import Room
 from dra_harness.contention.virtual import NEVER_S, VirtualRun
 from dra_harness.contention.plan import Job, plan
 from dra_harness.contention.recorder import Hold, JobRecord, Recorder
@@ -126,19 +127,23 @@ def run_design(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_versi
                probe: dict | None = None, progress: Progress | None = None,
                inject: Callable[[list[Job], list[dict]], None] | None = None, grace_s: float = 60.0,
                floor: dict | None = None, scheduler: SchedulerQueue | None = None,
-               admission: queue.KueueQueue | None = None) -> dict:
+               admission: queue.KueueQueue | None = None,
+               room: Callable[[Topology, str], Room | None] = Room.of) -> dict:
     """One scenario x design run; writes ``<scenario>-<design>.json`` and its PNGs to ``out_dir``.
 
     With ``scheduler`` (kube-scheduler's queue, readable on the embedded cluster) the run is in virtual
     time (:mod:`.virtual`): no floor, no compression, waits in scenario time whatever the machine's
     load; the queue design then also needs ``admission``, Kueue's queue (:func:`.queue.kueue_running`).
     Without, in wall time compressed by the scenario's ``time_compression``.
-    ``inject`` may alter the pod bodies before they are sent (negative controls). ``floor`` (from
+    ``inject`` may alter the pod bodies before they are sent (negative controls); ``room`` gives the devices
+    the virtual clock counts to send provably fitting arrivals ahead (:mod:`.ahead`; None: every arrival settles).
+    ``floor`` (from
     :func:`dra_harness.contention.floor.summarise`) withholds the verdict of a tier whose tolerable
     wait is within ten floors, and is kept in the result (wall time only).
     """
     if scheduler is not None:
-        return _run_virtual(kube, topo, design, out_dir, k8s_version, probe, progress, inject, scheduler, admission)
+        return _run_virtual(kube, topo, design, out_dir, k8s_version, probe, progress, inject, scheduler, admission,
+                            room(topo, design))
     sc: Scenario = topo.scenario
     if design not in sc.designs:
         raise ContentionError(f"scenario {sc.name} defines no design {design!r} (has: {', '.join(sc.designs)})")
@@ -253,7 +258,7 @@ def _finish(topo: Topology, design: str, jobs: list[Job], records: dict[str, Job
 
 def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_version: str, probe: dict | None,
                  progress: Progress | None, inject: Callable[[list[Job], list[dict]], None] | None,
-                 scheduler: SchedulerQueue, admission: queue.KueueQueue | None) -> dict:
+                 scheduler: SchedulerQueue, admission: queue.KueueQueue | None, room: Room | None) -> dict:
     """:func:`run_design` in virtual time: each job created at its arrival step, ended by the harness."""
     sc: Scenario = topo.scenario
     jobs = plan(sc)
@@ -288,8 +293,8 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
         if queued:
             queue.install(kube, topo, ns)
         rec.start()
-        settled = queue.Settled(kube, ns, admission).start() if queued and admission else None
-        run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers, extra=settled)
+        settled = queue.Settled(kube, ns, admission, sc.total_devices).start() if queued and admission else None
+        run = VirtualRun(kube, ns, sc, jobs, rec, scheduler, create, containers, extra=settled, room=room)
         setup = round(time.monotonic() - started, 1)
         if progress:
             progress(Reached(design, 0, len(jobs), time.time(), 1.0, at=0.0))
@@ -300,7 +305,9 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
             settled.close()
         cleanup_error = (_quietly(lambda: drop_namespace(kube, ns)) or _quietly(lambda: topo.uninstall(design))
                          or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
-    extra = {"clock": "virtual", "floor": None, "phases_wall_s": {"setup_s": setup}, "virtual": run.clock.summary() | {"late_starts": run.late}}
+    extra = {"clock": "virtual", "floor": None, "phases_wall_s": {"setup_s": setup}, "virtual": run.clock.summary() | {
+        "late_starts": run.late, "sent_ahead": len(run.early) + len(run.broken), "ahead_broken": len(run.broken),
+        "not_sent_ahead": dict(run.refused)}}
     return _finish(topo, design, jobs, run.records(), run.holds(), (0.0, run.end()), 1.0, out_dir, k8s_version, probe,
                    time.monotonic() - started, extra, {"steps": [run.clock.walls, run.clock.times], "samples": rec.samples},
                    cleanup_error)

@@ -12,23 +12,28 @@ time; a wait is the scenario time from a job's arrival to the step in which it w
 
 Evictions and Kueue's re-queues are events on the same clock: a pod taken away during a step ends its
 run at that step's time, and the job's next pod runs for the work left after its last checkpoint.
+An arrival that provably finds devices at once (:mod:`.ahead`) is sent without a settled step of its
+own; a later step confirms it ran.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from dra_harness.contention import metrics
+from dra_harness.contention.ahead import Room
 from dra_harness.contention.plan import Job
 from dra_harness.contention.recorder import Hold, JobRecord, Recorder
 from dra_harness.contention.scenario import Scenario
-from dra_harness.contention.settle import QUIET_S, SchedulerQueue, wait_settled
+from dra_harness.contention.settle import QUIET_S, NotSettled, SchedulerQueue, wait_settled
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube, Obj
 
@@ -92,6 +97,11 @@ class Admission(Protocol):
 
     changes: int   # grows with every change the layer makes: the quiet window waits for it to stop
     pending: int   # jobs it held back at its last look
+    quota: int     # devices it admits at once
+
+    def unfinished(self, jobs: Collection[str]) -> list[str]:
+        """Of ``jobs`` (ended by the harness), those whose quota is not yet given back."""
+        ...
 
     def __call__(self, ended: Collection[str]) -> list[str]:
         """What is not yet settled, given the jobs whose pods the harness ended and whose end is not yet seen."""
@@ -107,9 +117,11 @@ class VirtualRun:
 
     def __init__(self, kube: Kube, namespace: str, sc: Scenario, jobs: list[Job], rec: Recorder,
                  queue: SchedulerQueue, create: Callable[[Job], bool], containers: list[Obj],
-                 extra: Admission | None = None, quiet_s: float = QUIET_S) -> None:
+                 extra: Admission | None = None, quiet_s: float = QUIET_S, room: Room | None = None) -> None:
+        """``room``: the design's devices, to send arrivals that provably fit ahead (None: every arrival settles)."""
         self.kube, self.namespace, self.sc, self.jobs, self.rec = kube, namespace, sc, jobs, rec
         self.queue, self.create, self.containers, self.extra, self.quiet_s = queue, create, containers, extra, quiet_s
+        self.room = room
         self.by_name = {j.name: j for j in jobs}
         self.clock = Clock()
         self.events: list[tuple[float, int, int, str]] = []
@@ -121,6 +133,12 @@ class VirtualRun:
         self.runs: dict[str, list[list[float]]] = {}   # job -> its pods' [start, end] in scenario time
         self.ended_at: dict[str, float] = {}           # pod -> the scenario time the harness ended it
         self.late = 0      # pods that started after their step had settled, with no event left to carry them
+        self.ahead: dict[str, tuple[float, int]] = {}  # job sent ahead, not yet seen Running -> (arrival, its end's seq)
+        self.early: dict[str, float] = {}    # job sent ahead and seen Running -> its arrival, where its run starts
+        self.early_pods: dict[str, float] = {}  # the same by its pod's name
+        self.broken: list[str] = []          # jobs sent ahead that a settled step found not Running
+        self.cancelled: set[int] = set()     # seqs of ends pushed for those: their real start pushes another
+        self.refused: Counter[str] = Counter()  # why steps with arrivals were not sent ahead
 
     def run(self, progress: Callable[[int, float], None] | None = None) -> None:
         for j in self.jobs:
@@ -130,21 +148,27 @@ class VirtualRun:
                 continue  # a late start pushed its end: the loop goes on from there
             t = self.events[0][0]
             self.clock.step(t)
+            batch = []
+            while self.events and self.events[0][0] <= t:
+                event = heapq.heappop(self.events)
+                if event[2] not in self.cancelled:
+                    batch.append(event)
+            if self._send_ahead(batch, t):
+                if progress:
+                    progress(self._done(), t)
+                continue
+            if self.ahead:
+                self._confirm(t)
+                batch = [e for e in batch if e[2] not in self.cancelled]
             # Devices coming back while pods are parked: the scheduler must be seen moving one (see wait_settled).
-            ending = self.events[0][1] == COMPLETE and self.extra is None and self._parked()
+            ending = any(kind == COMPLETE for _, kind, _, _ in batch) and self.extra is None and self._parked()
             moved_above = self.queue.read().moved if ending else None
             arrivals = ends = False
-            while self.events and self.events[0][0] <= t:
-                _, kind, _, name = heapq.heappop(self.events)
+            for _, kind, _, name in batch:
                 ends = ends or kind == COMPLETE
                 if kind == ARRIVE:
                     arrivals = True
-                    if not self.create(self.by_name[name]):
-                        continue  # never sent (a negative control): lost as never created
-                    self.arrived.add(name)
-                    with self.rec.lock:  # arrived now, whether or not a pod follows at once (Kueue may hold it)
-                        r = self.rec.job(name)
-                        r.tier, r.created = r.tier or self.by_name[name].tier, r.created or time.time()
+                    self._arrive(name)
                 else:
                     self._complete(name, t)
             if not arrivals and self.events and not self._waiting() and not (self.extra and self.extra.pending):
@@ -163,6 +187,139 @@ class VirtualRun:
                 progress(self._done(), t)
 
     # -- one step ------------------------------------------------------------------
+    def _arrive(self, name: str) -> bool:
+        """Send a job at its arrival; False: never sent (a negative control), lost as never created."""
+        if not self.create(self.by_name[name]):
+            return False
+        self.arrived.add(name)
+        with self.rec.lock:  # arrived now, whether or not a pod follows at once (Kueue may hold it)
+            r = self.rec.job(name)
+            r.tier, r.created = r.tier or self.by_name[name].tier, r.created or time.time()
+        return True
+
+    def _send_ahead(self, batch: list[tuple[float, int, int, str]], t: float) -> bool:
+        """A step whose arrivals all provably start at once (:mod:`.ahead`) and whose ends no pod waits for:
+        done without settling. False: the step needs the cluster's state (nothing was done)."""
+        if self.room is None or not batch or not (any(k == ARRIVE for _, k, _, _ in batch) or self.events):
+            return False  # the last event settles: the run's end is read from a settled cluster
+        mine = [n for _, k, _, n in batch if k == COMPLETE and n in self.ahead]
+        if mine and not self._seen(lambda: all(self._started(j) for j in mine)):
+            self.refused["the end of a job sent ahead, not yet seen Running"] += 1
+            return False
+        self._seen_running()  # renames those ends to their pods (a Job's pod has its own name)
+        batch = [e for e in batch if e[2] not in self.cancelled]
+        arrivals = [name for _, kind, _, name in batch if kind == ARRIVE]
+        ends = [name for _, kind, _, name in batch if kind == COMPLETE]
+        if self._waiting() or (self.extra is not None and self.extra.pending):
+            self.refused["a job waits for devices"] += 1
+            return False
+        if arrivals:  # the scheduler (and Kueue) must place them on this instant's devices: earlier ends come back first
+            self._ends_landed(t)
+        for i, name in enumerate(arrivals):
+            tier = self.by_name[name].tier
+            # A job of higher priority than one sent ahead but not yet placed would go first, not in arrival
+            # order: those are waited for (tens of milliseconds) before it is sent.
+            lower = {j for j in self.ahead if self._priority(tier) > self._priority(self.by_name[j].tier)}
+            if lower and not self._seen(functools.partial(self._all_holding, lower)):
+                self.refused["a job sent ahead of lower priority not placed"] += 1
+                return False
+            with self.rec.lock:
+                holds = list(self.rec.holds.values())
+                holding = self._holding()
+            unplaced = [self.by_name[j].tier for j in self.ahead if j not in holding]
+            unplaced += [self.by_name[n].tier for n in arrivals[:i]]
+            if not self.room.fits(tier, {d for h in holds for d in h.devices}, unplaced):
+                self.refused["may not fit"] += 1
+                return False
+            if self.extra is not None and self._admitted() + sum(self.by_name[n].devices for n in arrivals[:i + 1]) > self.extra.quota:
+                self.refused["over the admission quota"] += 1
+                return False
+        for name in ends:
+            self._complete(name, t)
+        for name in arrivals:
+            if self._arrive(name):
+                seq = next(self.seq)  # its run starts now by the bound: its end is known already
+                self.ahead[name] = (t, seq)
+                heapq.heappush(self.events, (t + self._left(name), COMPLETE, seq, name))
+        return True
+
+    def _all_holding(self, jobs: set[str]) -> bool:
+        return jobs <= self._holding()
+
+    def _holding(self) -> set[str]:
+        """Jobs with a pod holding devices (call under the recorder's lock)."""
+        return {self.rec.pod_job.get(h.pod, h.pod) for h in self.rec.holds.values()}
+
+    def _started(self, job: str) -> bool:
+        """Whether a pod of ``job`` was seen Running (call under the recorder's lock)."""
+        return job in self.rec.pod_started or any(self.rec.pod_job.get(p) == job for p in self.rec.pod_started)
+
+    def _admitted(self) -> int:
+        """Devices the admission layer holds for jobs now: those running and not ended, and those sent ahead."""
+        with self.rec.lock:
+            running = {self.rec.pod_job.get(p, p) for p in self.live - self.ending}
+        return sum(self.by_name[j].devices for j in running | set(self.ahead))
+
+    def _seen(self, done: Callable[[], bool], within_s: float = 2.0) -> bool:
+        """Whether ``done()`` (read under the recorder's lock) comes true within ``within_s`` wall seconds."""
+        deadline = time.monotonic() + within_s
+        while True:
+            with self.rec.lock:
+                if done():
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.003)
+
+    def _priority(self, tier: str) -> int:
+        return self.sc.tier(tier).priority
+
+    def _ends_landed(self, t: float) -> None:
+        """Until every pod this run ended was seen Succeeded with its devices (and its admission quota) back: an
+        end's reactions, tens of milliseconds; a full settle waits for the same among other things."""
+        deadline = time.monotonic() + STEP_DEADLINE_S
+        while True:
+            with self.rec.lock:
+                state, holding = self.rec.pod_state, {h.pod for h in self.rec.holds.values()}
+                left = [p for p in self.ending if state.get(p, ("Succeeded",))[0] != "Succeeded" or p in holding]
+                jobs = {self.rec.pod_job.get(p, p) for p in self.ending}
+            if not left and self.extra is not None:
+                left = self.extra.unfinished(jobs)
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise NotSettled(f"scenario t={t:.0f} s: pods ended by the harness not seen ended with their devices "
+                                 f"back after {STEP_DEADLINE_S:.0f} s: {', '.join(sorted(left)[:5])}")
+            time.sleep(0.005)
+
+    def _seen_running(self) -> None:
+        """Jobs sent ahead whose pod the watch saw Running: confirmed, their run began at their arrival. Their end,
+        pushed under the job's name, is pushed again under the pod's where the two differ (a Job's pod)."""
+        with self.rec.lock:
+            seen = [(p, j) for p in self.rec.pod_started if (j := self.rec.pod_job.get(p, p)) in self.ahead
+                    and p not in self.started]
+        for pod, job in seen:
+            at, seq = self.ahead.pop(job)
+            self.early[job], self.early_pods[pod] = at, at
+            self.started.add(pod)
+            self.live.add(pod)
+            self.runs.setdefault(job, []).append([at, -1.0])
+            if pod != job:
+                self.cancelled.add(seq)
+                heapq.heappush(self.events, (at + self.by_name[job].duration_s, COMPLETE, next(self.seq), pod))
+
+    def _confirm(self, t: float) -> None:
+        """Before a step that needs the cluster's state: settle, and check every pod sent ahead runs."""
+        began = time.monotonic()
+        self.clock.polls += wait_settled(self.queue, self._unsettled, self._events, STEP_DEADLINE_S,
+                                         f"scenario t={t:.0f} s (jobs sent ahead)", min(self.quiet_s, ARRIVALS_QUIET_S))
+        self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
+        self._observe(t)
+        for job, (_, seq) in list(self.ahead.items()):  # the bound was wrong: its wait is what the watches see
+            self.broken.append(job)
+            self.cancelled.add(seq)
+            del self.ahead[job]
+
     def _late_start(self, within_s: float = LATE_S) -> bool:
         """No event is left but jobs are unfinished: wait ``within_s`` for a pod the last step's reaction still
         starts (Kueue admitting a job after its quiet window); it starts at the last step's time. False: none did."""
@@ -186,10 +343,12 @@ class VirtualRun:
                        for phase, node, unschedulable, deleting in self.rec.pod_state.values())
 
     def _waiting(self) -> bool:
-        """Whether any pod of the run is not bound to a node: one that a device coming back could serve."""
+        """Whether any pod of the run is not bound to a node: one that a device coming back could serve (a pod sent
+        ahead has its devices by the bound)."""
         with self.rec.lock:
             return any(not node and not deleting and phase not in ("Succeeded", "Failed")
-                       for phase, node, _, deleting in self.rec.pod_state.values())
+                       and self.rec.pod_job.get(pod, pod) not in self.ahead
+                       for pod, (phase, node, _, deleting) in self.rec.pod_state.items())
 
     def _complete(self, pod: str, t: float) -> None:
         with self.rec.lock:
@@ -216,7 +375,10 @@ class VirtualRun:
             gone = [p for p in self.live if p in self.rec.pod_ended or p not in self.rec.pod_state
                     or self.rec.pod_state[p][0] in ("Succeeded", "Failed") or self.rec.pod_state[p][3]]
             jobs = {p: self.rec.pod_job.get(p, p) for p in gone}
+        self._seen_running()
         for pod, job in started:
+            if pod in self.started:  # sent ahead and confirmed just now
+                continue
             self.started.add(pod)
             self.live.add(pod)
             self.runs.setdefault(job, []).append([t, -1.0])
@@ -289,16 +451,19 @@ class VirtualRun:
                 ended = max((self.ended_at[p] for p, j in self.rec.pod_job.items() if j == name and p in self.ended_at),
                             default=None)
                 completed = (at(r.completed) if ended is None else ended) if r.completed else None
-                out[name] = replace(r, created=at(r.created), allocated=at(r.allocated), scheduled=at(r.scheduled),
-                                    running=at(r.running), completed=completed, failed=at(r.failed),
+                early = self.early.get(name)  # sent ahead: allocated, bound and running at its arrival, by the bound
+                out[name] = replace(r, created=at(r.created), allocated=early if early is not None else at(r.allocated),
+                                    scheduled=early if early is not None else at(r.scheduled),
+                                    running=early if early is not None else at(r.running), completed=completed, failed=at(r.failed),
                                     deleted=at(r.deleted), devices=list(r.devices),
-                                    runs=[[on(a), on(b)] for a, b in r.runs],
+                                    runs=[[early if early is not None and i == 0 else on(a), on(b)]
+                                          for i, (a, b) in enumerate(r.runs)],
                                     evictions=[on(e) for e in r.evictions])
         return out
 
     def holds(self) -> list[Hold]:
         at = self.clock.at
-        return [Hold(h.claim, h.pod, list(h.devices), self.clock.on(h.start),
+        return [Hold(h.claim, h.pod, list(h.devices), self.early_pods.get(h.pod, self.clock.on(h.start)),
                      self.ended_at[h.pod] if h.pod in self.ended_at else at(h.end)) for h in self.rec.all_holds()]
 
     def end(self) -> float:
