@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from dra_harness.checks.driver_configs import free_cpu, wait_published
+from dra_harness.checks.driver_configs import free_cpu
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import scheduling_message, wait_running, wait_unschedulable
 from dra_harness.kube.waits import WaitTimeout
-from dra_harness.providers.driver_configs import by_name
+from dra_harness.providers.driver_configs import by_name, wait_published
 
 NODE = "gpu-node-0"
 

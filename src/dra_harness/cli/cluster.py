@@ -13,6 +13,7 @@ from rich.console import Console
 
 from dra_harness.cli.common import k8s_version_option
 from dra_harness import providers
+from dra_harness.providers import driver_configs
 from dra_harness.providers.base import StandaloneSpec
 from dra_harness.providers.embedded.cluster import (
     DEFAULT_NAME,
@@ -37,6 +38,14 @@ def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+def _config_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [v for v in value if v not in driver_configs.CONFIGS]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is no driver configuration; known: {CONFIG_NAMES}")
+    return value
+
+
+CONFIG_NAMES = ", ".join(driver_configs.CONFIGS)
 name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="Cluster name.", callback=_cluster_name)
 
 
@@ -56,12 +65,33 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
               help="kind: install the driver with its own Helm chart (auto, helm) or our manifests.")
 @click.option("--driver", type=click.Choice(["example", "nvidia"]), default="example", show_default=True,
               help="example: the SIGs example driver; nvidia: NVIDIA's DRA driver on emulated GPUs (H100, at most 8 per node).")
+@click.option("--driver-config", "driver_config", multiple=True, metavar="NAME", callback=_config_names,
+              help=f"The example driver started in this configuration on every node (repeat to combine): {CONFIG_NAMES}.")
 def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
-       provider: str, node_image: str | None, driver_image: str | None, install: str, driver: str) -> None:
+       provider: str, node_image: str | None, driver_image: str | None, install: str, driver: str,
+       driver_config: tuple[str, ...]) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
-    kubeconfig = providers.registry()[provider].up_standalone(
+    chosen = providers.registry()[provider]
+    if driver_config and (driver != "example" or not chosen.controls_driver):
+        raise click.BadParameter(f"the example driver's configurations, on a cluster whose driver the harness runs "
+                                 f"(--provider local), not --provider {provider} --driver {driver}", param_hint="--driver-config")
+    kubeconfig = chosen.up_standalone(
         StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install, driver), err)
+    if driver_config:
+        chosen.configure_standalone(name, driver_config, (), timeout, err)
     click.echo(str(kubeconfig))
+
+
+@cluster.command("driver-config")
+@name_option
+@click.argument("config", nargs=-1, required=True, callback=_config_names)
+@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable; default: every node).")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for each node's slices.")
+@click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True)
+def driver_config(name: str, config: tuple[str, ...], nodes: tuple[str, ...], timeout: float, provider: str) -> None:
+    """Restart a running cluster's example driver in CONFIG (names that combine, or ``default`` to go back):
+    returns once every node's slices show it. ``cluster status`` shows each node's."""
+    providers.registry()[provider].configure_standalone(name, config, nodes, timeout, err)
 
 
 @cluster.command()
@@ -88,6 +118,8 @@ def status(name: str, as_json: bool) -> None:
     click.echo(f"{info['name']}: Kubernetes v{info['k8s_version']}, {info['nodes']} nodes x {info['gpus_per_node']} devices, {info['server']}")
     for proc, state in sorted(info["processes"].items()):
         click.echo(f"  {proc:32} {state}")
+    for node, driver in info["drivers"].items():
+        click.echo(f"  driver on {node:22} {driver}")
     if not info["healthy"]:
         sys.exit(1)
 

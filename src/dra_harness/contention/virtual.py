@@ -153,6 +153,8 @@ class VirtualRun:
                 event = heapq.heappop(self.events)
                 if event[2] not in self.cancelled:
                     batch.append(event)
+            if not batch:
+                continue  # only ends pushed again under another name, or of jobs whose bound broke
             if self._send_ahead(batch, t):
                 if progress:
                     progress(self._done(), t)
@@ -200,7 +202,7 @@ class VirtualRun:
     def _send_ahead(self, batch: list[tuple[float, int, int, str]], t: float) -> bool:
         """A step whose arrivals all provably start at once (:mod:`.ahead`) and whose ends no pod waits for:
         done without settling. False: the step needs the cluster's state (nothing was done)."""
-        if self.room is None or not batch or not (any(k == ARRIVE for _, k, _, _ in batch) or self.events):
+        if self.room is None or not (any(k == ARRIVE for _, k, _, _ in batch) or self.events):
             return False  # the last event settles: the run's end is read from a settled cluster
         mine = [n for _, k, _, n in batch if k == COMPLETE and n in self.ahead]
         if mine and not self._seen(lambda: all(self._started(j) for j in mine)):

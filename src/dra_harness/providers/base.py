@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
 
+from dra_harness.errors import InputError
 from dra_harness.kube.rest import Kube
 
 if TYPE_CHECKING:
@@ -84,6 +85,15 @@ class Provider:
     def down_standalone(cls, name: str, every: bool, console: Console) -> None:
         """Remove a cluster started by :meth:`up_standalone` (``every``: all of this user's)."""
         raise NotImplementedError(f"the {cls.name} provider does not remove clusters")
+
+    @classmethod
+    def configure_standalone(cls, name: str, configs: tuple[str, ...], nodes: tuple[str, ...], timeout: float,
+                             console: Console) -> None:
+        """Restart the driver of a cluster started by :meth:`up_standalone` in the configuration ``configs`` make
+        (:func:`dra_harness.providers.driver_configs.combined`) on ``nodes`` (all: every node), returning once
+        each node's slices show it."""
+        raise InputError(f"--provider {cls.name}: the harness does not restart this provider's driver in another "
+                         f"configuration (the embedded cluster's, --provider local, it does)")
 
     def __init__(self, options: Mapping[str, Any], run_id: str) -> None:
         self.options = options

@@ -8,12 +8,22 @@ device profile altogether (``--device-profile net`` or ``cpu``). A test asks for
 embedded cluster restarts the node's plugin with these flags and back
 (:meth:`dra_harness.providers.embedded.cluster.LocalCluster.configure_driver`). Each
 configuration also says which device names its slices must then hold, so the switch is
-waited for on the API server, not assumed.
+waited for on the API server (:func:`wait_published`), not assumed: a driver that ignored its flags
+(or was never restarted) is caught there, not later as an odd allocation.
+
+The same names start a cluster's driver by hand (``cluster up --driver-config``, ``cluster
+driver-config``), for the example driver's own demos; names combine where the driver's flags do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from dra_harness.errors import InputError
+from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
+from dra_harness.kube.waits import watch_until
 
 GPU_DRIVER = "gpu.example.com"
 
@@ -76,3 +86,53 @@ def by_name(name: str) -> DriverConfig:
         return CONFIGS[name]
     except KeyError:
         raise ValueError(f"no driver configuration {name!r}; known: {', '.join(CONFIGS)}") from None
+
+
+def combined(names: list[str] | tuple[str, ...]) -> DriverConfig:
+    """The configuration ``names`` make together: one name, or several whose flags one known configuration
+    has (``multiple-allocations`` and ``partitions-4``); otherwise one line naming what combines."""
+    if not names:
+        return CONFIGS["default"]
+    try:
+        configs = [by_name(n) for n in names]
+    except ValueError as e:
+        raise InputError(f"--driver-config: {e}") from None
+    if len(configs) == 1:
+        return configs[0]
+    flags = {f for c in configs for f in c.flags}
+    profiles = {c.profile for c in configs}
+    match = [c for c in CONFIGS.values() if set(c.flags) == flags and {c.profile} == profiles]
+    if not match:
+        combos = [c.name for c in CONFIGS.values() if c.profile == "gpu" and len(c.flags) > 1]
+        raise InputError(f"--driver-config {' + '.join(names)}: these do not combine; combinations known: {', '.join(combos)}")
+    return match[0]
+
+
+def published_as(config: DriverConfig, device: Obj) -> bool:
+    """The device carries what ``config`` adds (and nothing another configuration adds)."""
+    if "--gpu-allow-multiple-allocations" in config.flags or config.profile in ("net", "cpu"):
+        return device.get("allowMultipleAllocations") is True
+    if "--binding-conditions" in config.flags:
+        return bool(device.get("bindingConditions"))
+    return not device.get("allowMultipleAllocations") and not device.get("bindingConditions")
+
+
+def wait_published(kube: Kube, node: str, config: DriverConfig, count: int, timeout: float = 60.0) -> list[Obj]:
+    """The node's slices of ``config``'s driver once they hold exactly its devices, as it publishes them."""
+    want = set(config.devices(count))
+
+    def devices(items: list[Obj]) -> list[Obj]:
+        return [d for s in items for d in s["spec"].get("devices") or []]
+
+    def why(items: list[Obj]) -> str:
+        seen = devices(items)
+        names = sorted(d["name"] for d in seen)
+        unlike = sorted(d["name"] for d in seen if not published_as(config, d))
+        return (f"devices {names[:6]}{'...' if len(names) > 6 else ''} (want {sorted(want)[:6]}"
+                f"{'...' if len(want) > 6 else ''}){f'; not published as {config.name}: {unlike[:4]}' if unlike else ''}")
+
+    return watch_until(
+        kube, rest.RESOURCE_SLICES,
+        lambda items: {d["name"] for d in devices(items)} == want and all(published_as(config, d) for d in devices(items)),
+        timeout, f"the {config.driver} slices of {node} to show driver configuration {config.name}",
+        field_selector=f"spec.driver={config.driver},spec.nodeName={node}", why=why)

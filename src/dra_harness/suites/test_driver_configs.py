@@ -24,10 +24,10 @@ from dra_harness.checks.disruption import DisruptionRefused
 from dra_harness.kube import builders, rest
 from dra_harness.kube.types import Obj
 from dra_harness.kube.pods import allocated_devices, pod_claims, scheduling_message, wait_running, wait_unschedulable
-from dra_harness.checks.driver_configs import free_cpu, wait_published
+from dra_harness.checks.driver_configs import free_cpu
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL
-from dra_harness.providers.driver_configs import DriverConfig, by_name
+from dra_harness.providers.driver_configs import DriverConfig, by_name, wait_published
 
 pytestmark = pytest.mark.disruptive
 

@@ -543,6 +543,7 @@ class LocalCluster:
             "gpus_per_node": st.spec.gpus_per_node if st else None,
             "server": st.server if st else None,
             "processes": procs,
+            "drivers": _drivers(st) if st else {},
             "healthy": bool(procs) and all(v == "running" for v in procs.values()),
         }
 
@@ -552,6 +553,18 @@ class LocalCluster:
         for d in self.runtime_dirs():
             found += strays(d)
         return sorted(set(found))
+
+
+def _drivers(st: ClusterState) -> dict[str, str]:
+    """Each node's driver as ``cluster status`` shows it: the release, its configuration, and where it runs."""
+    out = {}
+    for node in st.spec.all_node_names():
+        if node in st.nvidia:
+            out[node] = f"NVIDIA {st.nvidia[node].get('version', '')} on emulated {st.nvidia[node].get('profile', '')} GPUs"
+            continue
+        form = "its DaemonSet's pod" if node in st.driver_pods else "a process"
+        out[node] = f"example v{st.driver_version_of(node)}, configuration {st.driver_configs.get(node, 'default')}, as {form}"
+    return out
 
 
 def _issue_certificates(pki: PKI) -> Identity:

@@ -21,7 +21,7 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog, images, nvml
 from dra_harness.errors import InputError
 from dra_harness.kube.rest import Kube
-from dra_harness.providers import profiles
+from dra_harness.providers import driver_configs, profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
 from dra_harness.components import emulated_gpus
@@ -63,6 +63,30 @@ class EmbeddedProvider(Provider):
             c.down()
             if existed:
                 console.print(f"cluster {c.name!r} removed")
+
+    @classmethod
+    def configure_standalone(cls, name: str, configs: tuple[str, ...], nodes: tuple[str, ...], timeout: float,
+                             console: Console) -> None:
+        c = LocalCluster(name)
+        st = c.state()
+        if st is None:
+            raise InputError(f"--name {name}: no running embedded cluster of that name")
+        if st.spec.driver != "example":
+            raise InputError(f"--name {name}: the cluster runs {st.spec.driver}'s driver; these configurations are the "
+                             f"example driver's")
+        config = driver_configs.combined(configs)
+        counts = local_hardware(st.spec).nodes
+        unknown = [n for n in nodes if n not in counts]
+        if unknown:
+            raise InputError(f"--node {unknown[0]}: cluster {name} has no such node (nodes: {', '.join(counts)})")
+        for node in nodes or tuple(counts):
+            started = time.monotonic()
+            with heartbeat.status(console, f"{node}: the driver restarting as {config.name}"):
+                configure_node(c, node, config.name)
+                published = driver_configs.wait_published(c.kube(), node, config, counts[node], timeout)
+            devices = sum(len(s["spec"].get("devices") or []) for s in published)
+            console.print(f"{node}: driver {config.driver} as {config.name} ({config.what}): {devices} devices "
+                          f"published in {time.monotonic() - started:.1f} s")
 
     @functools.cached_property
     def cluster(self) -> LocalCluster:
@@ -172,11 +196,7 @@ class EmbeddedProvider(Provider):
         self.cluster.start_driver(node)
 
     def configure_driver(self, node: str, config: str) -> None:
-        st = self.cluster.state()
-        if st is not None and node in st.driver_pods:  # a DaemonSet's pod: its template changes and it rolls
-            driver_daemonset.configure(self.cluster, self.cluster.kube(), node, config)
-        else:
-            self.cluster.configure_driver(node, config)
+        configure_node(self.cluster, node, config)
 
     def start_driver_webhook(self, namespace: str, run_id: str) -> str:
         return driver_webhook.start(self.cluster, namespace, run_id)
@@ -190,6 +210,15 @@ class EmbeddedProvider(Provider):
     def driver_running(self, node: str) -> bool | None:
         tracked = self.cluster.supervisor.get(f"driver-{node}")
         return tracked is not None and tracked.alive()
+
+
+def configure_node(cluster: LocalCluster, node: str, config: str) -> None:
+    """Restart ``node``'s example driver in ``config``: its process, or its DaemonSet's pod (whose template changes)."""
+    st = cluster.state()
+    if st is not None and node in st.driver_pods:
+        driver_daemonset.configure(cluster, cluster.kube(), node, config)
+    else:
+        cluster.configure_driver(node, config)
 
 
 def _driver(option: str | None) -> str:
