@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dra_harness.checks.config_webhook import GATE_OFF
 from dra_harness.kube import rest
-from dra_harness.kube.builders import meta
+from dra_harness.kube.builders import GRACE_S, meta
 from dra_harness.kube.pods import allocated_devices, events_for, pending_reason, pod_claims
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitTimeout, wait_for_object
@@ -85,7 +85,7 @@ def pod(name: str, run_id: str, image: str, configmap_name: str, claims: dict[st
             "python3", "-c", f"import os,sys; sys.exit(not os.path.getsize({TERMINATION_LOG!r}))"]}}
     spec: Obj = {
         "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 0,
+        "terminationGracePeriodSeconds": GRACE_S,
         "containers": [container],
         "volumes": [{"name": "probe", "configMap": {"name": configmap_name}}],
     }

@@ -15,6 +15,11 @@ from dra_harness.labels import RUN_LABEL
 #: Never pulled on simulated nodes; a real node has it imported locally.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUN_DURATION_ANNOTATION = "dra-harness.io/run-duration"
+#: Our pods' termination grace. Not 0: a pod deleted with 0 leaves the API at once, its claims are released
+#: and their devices handed to the next pod while the node has not yet unprepared them (the kubelet unprepares
+#: before it reports a pod terminated); NVIDIA's plugin then refuses the next claim on that device ("already
+#: allocated to different claim"), and the kubelet retries only at its next resync, a minute on.
+GRACE_S = 1
 
 
 def meta(name: str, run_id: str, labels: dict[str, str] | None = None, **extra: Any) -> Obj:
@@ -112,7 +117,7 @@ def pod(
             entry["resourceClaimName"] = ref["claim"]
         pod_claims.append(entry)
     spec: Obj = {
-        "terminationGracePeriodSeconds": 0,
+        "terminationGracePeriodSeconds": GRACE_S,
         "restartPolicy": "Never" if run_duration else "Always",
         "securityContext": copy.deepcopy(RESTRICTED_POD),
         "containers": [

@@ -283,7 +283,7 @@ class ClusterHandle:
         """
         for res in (rest.DEPLOYMENTS, rest.JOBS):
             self.kube.delete_collection(res, name)
-        self.kube.delete_collection(rest.PODS, name, grace_seconds=0)
+        self.kube.delete_collection(rest.PODS, name)  # graceful: see builders.GRACE_S
         self.kube.delete_collection(rest.RESOURCE_CLAIMS, name)
         self.kube.delete(rest.NAMESPACES, name)
 

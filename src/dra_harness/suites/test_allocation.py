@@ -195,7 +195,7 @@ def test_rapid_create_delete_cycles_leak_no_claim_or_allocation(cluster, namespa
         cluster.pod(namespace, f"churn-{i}", template="churn")
         pod = wait_running(cluster.kube, namespace, f"churn-{i}")
         claims.append(claim_names(pod)["gpu"])
-        cluster.kube.delete(rest.PODS, f"churn-{i}", namespace, grace_seconds=0)
+        cluster.kube.delete(rest.PODS, f"churn-{i}", namespace)
     for claim in claims:
         wait_for_deletion(cluster.kube, rest.RESOURCE_CLAIMS, claim, CLAIM_RELEASE_DEADLINE_S, namespace)
     took = time.monotonic() - started

@@ -108,7 +108,7 @@ def test_per_shard_claims_can_deadlock_two_jobs_where_one_claim_per_job_cannot(c
                                and p["status"].get("phase") == "Running") for job in ("a", "b")}
     complete_shard_jobs = sum(1 for n in held_by_shards.values() if n == size)
     for pod in shards:
-        kube.delete(rest.PODS, pod["metadata"]["name"], namespace, grace_seconds=0)
+        kube.delete(rest.PODS, pod["metadata"]["name"], namespace)
     watch_until(kube, rest.RESOURCE_CLAIMS, lambda items: not items, 60, "shard claims to be released", namespace=namespace)
 
     # The same jobs as one claim each: all or nothing.

@@ -38,7 +38,7 @@ class Probe:
         return report, held, pod
 
     def release(self, name: str) -> None:
-        self.cluster.kube.delete(rest.PODS, name, self.namespace, grace_seconds=0)
+        self.cluster.kube.delete(rest.PODS, name, self.namespace)
 
     def problems(self, report, held) -> list[str]:
         return nvml_probe.compare(report, nvml_probe.allocated_gpus(held, self.cluster.published(), self.cluster.profile))

@@ -89,7 +89,7 @@ def test_a_gang_that_does_not_fit_binds_none_of_its_pods_until_all_fit(cluster, 
     evidence.record(node=g.node, gang_devices=[d.get("name") for d in g.devices], held_by_holder=g.devices[-1].get("name"),
                     bound_while_it_did_not_fit=early, hold_s=GANG_HOLD_S)
     assert not early, f"{', '.join(early)} of the gang bound while only 2 of its 3 pods could: partial scheduling"
-    cluster.kube.delete(rest.PODS, gang.HOLDER, namespace, grace_seconds=0)
+    cluster.kube.delete(rest.PODS, gang.HOLDER, namespace)
     got = {}
     for name in g.members:
         pod = wait_running(cluster.kube, namespace, name, timeout=120)
@@ -132,7 +132,7 @@ def test_pods_asking_for_an_extended_resource_get_one_gpu_each_through_a_generat
         assert seen["implicit"]["devices"] != seen["named"]["devices"], f"both pods got {seen['named']['devices']}"
     finally:
         for pod in ("implicit", "named"):
-            cluster.kube.delete(rest.PODS, pod, namespace, grace_seconds=0)
+            cluster.kube.delete(rest.PODS, pod, namespace)
         cluster.kube.delete(rest.DEVICE_CLASSES, cls)
 
 

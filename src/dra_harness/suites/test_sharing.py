@@ -101,13 +101,13 @@ def test_a_shared_claim_stays_allocated_until_its_last_consumer_is_gone(cluster,
         wait_running(kube, namespace, name)
     device = allocated_devices(kube.get(rest.RESOURCE_CLAIMS, "shared", namespace))[0]
 
-    kube.delete(rest.PODS, "first", namespace, grace_seconds=0)
+    kube.delete(rest.PODS, "first", namespace)
     wait_for_deletion(kube, rest.PODS, "first", 30, namespace)
     claim = wait_for_object(kube, rest.RESOURCE_CLAIMS, "shared", lambda c: reserved_for(c) == ["last"], 30,
                             "the departed consumer to leave reservedFor", namespace)
     assert allocated_devices(claim) == [device], "the claim lost its device while a consumer remained"
 
-    kube.delete(rest.PODS, "last", namespace, grace_seconds=0)
+    kube.delete(rest.PODS, "last", namespace)
     claim = wait_for_object(kube, rest.RESOURCE_CLAIMS, "shared", lambda c: not c.get("status", {}).get("allocation"), 30,
                             "the claim to be deallocated after its last consumer", namespace)
     assert not reserved_for(claim)
