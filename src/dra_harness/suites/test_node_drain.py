@@ -93,8 +93,9 @@ def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhe
             time.sleep(0.1)
         free_after = time.monotonic() - started
         assert not _held_on(cluster, node, namespace), f"devices of {node} still held: {_held_on(cluster, node, namespace)}"
-        replacements = watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 3, 60, "3 replacement workers Running",
-                                   namespace=namespace, label_selector="app=workers")
+        # Evicted workers may still be listed, terminating (their 1-s grace): the replacements are the running ones.
+        replacements = _running(watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 3, 60,
+                                            "3 replacement workers Running", namespace=namespace, label_selector="app=workers"))
         # The driver goes last, once nothing on the node holds a device.
         disruptor.stop_driver(node)
         assert not _held_on(cluster, node, namespace)
