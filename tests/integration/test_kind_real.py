@@ -3,7 +3,10 @@
 Nothing here is a stand-in: the harness starts Debian's dockerd (root only) when no engine
 runs, builds kind, Helm and the node image (cached by their inputs), creates the cluster,
 installs the example driver with its own chart, runs every suite, writes the report and
-deletes everything it made. The run happens once per module; each test reads one outcome.
+deletes everything it made. The run happens once per module; each test reads one outcome. Then
+the same with NVIDIA's own chart over emulated GPUs (``--driver nvidia``): it must pass with the
+GPU-visibility checks passed in real containers, name NVIDIA's chart and plugin pods as the
+publishers, and leave nothing. (One module, so that two kind runs never share the engine at once.)
 Later integration modules (real nodes, the embedded cluster) run after this one on the
 same machine, which is how CI shows that the kind flow leaves nothing that breaks them.
 """
@@ -12,13 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -26,42 +27,14 @@ import pytest
 from dra_harness.components import catalog
 from dra_harness.providers.kind import engine, nodeimage
 
+from .kindhost import cases as _cases, docker as _docker, host as _host
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the kind flow starts a Docker engine and builds images as root"),
     pytest.mark.skipif(shutil.which("go") is None, reason="kind and Helm are built from their Go modules"),
 ]
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 2
-
-
-def _docker(*args: str) -> list[str]:
-    out = subprocess.run(["docker", *args], capture_output=True, text=True)
-    return out.stdout.split() if out.returncode == 0 else []
-
-
-def _host() -> dict[str, object]:
-    """What the kind flow could leave on this host."""
-    saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
-    return {
-        "engine": engine.running(),
-        "containers": _docker("ps", "-aq"),
-        "networks": sorted(_docker("network", "ls", "--format", "{{.Name}}")),
-        "volumes": _docker("volume", "ls", "-q"),
-        "docker_chains": sorted(set(re.findall(r"^:(DOCKER\S*)", saved, re.M))),
-        "links": sorted(ln for ln in os.listdir("/sys/class/net") if _dockers(ln)),
-    }
-
-
-def _dockers(link: str) -> bool:
-    """Docker's bridges and the veths on them. Not every veth: the other test worker's embedded clusters with
-    real nodes add and remove veths of their own (on their drah* bridges) while kind runs here."""
-    if re.fullmatch(r"docker0|br-[0-9a-f]{12}", link):
-        return True
-    try:
-        master = os.path.basename(os.readlink(f"/sys/class/net/{link}/master"))
-    except OSError:  # no bridge (or gone meanwhile)
-        return False
-    return link.startswith("veth") and bool(re.fullmatch(r"docker0|br-[0-9a-f]{12}", master))
 
 
 @pytest.fixture(scope="module")
@@ -92,16 +65,6 @@ def test_the_fingerprint_shows_our_node_image_the_helm_install_and_slices_from_d
     for p in publishers:
         assert p["daemonset"] == "dra-example-driver-kubeletplugin" and p["pod"], p
         assert p["devices"] == 8 and p["images"] == [kind["driver_image"]], p
-
-
-def _cases(report: Path) -> dict[str, str]:
-    """Test name -> passed | skipped | failed, from the run's junit."""
-    out = {}
-    for case in ET.parse(report / "junit.xml").getroot().iter("testcase"):
-        name = f"{case.get('classname')}.{case.get('name')}"
-        out[name] = "skipped" if case.find("skipped") is not None else (
-            "failed" if case.find("failure") is not None or case.find("error") is not None else "passed")
-    return out
 
 
 def test_the_container_level_checks_ran_in_real_containers(kind_run):
@@ -183,3 +146,41 @@ def test_a_run_killed_outright_still_deletes_its_kind_cluster(tmp_path):
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
     assert restored(after), (before, after)
+
+
+# -- NVIDIA's driver on kind ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def nvidia_run(tmp_path_factory):
+    before = _host()
+    report = tmp_path_factory.mktemp("kind-nvidia-run")
+    argv = [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "kind", "--driver", "nvidia",
+            "--nodes", str(WORKERS), "--report-dir", str(report)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    return proc, report, before, _host()
+
+
+def test_the_run_on_kind_with_nvidia_s_chart_passes_with_the_gpu_visibility_checks_passed(nvidia_run):
+    proc, report, _, _ = nvidia_run
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    visibility = {n: s for n, s in _cases(report).items() if n.startswith("suites.test_gpu_visibility.")}
+    passed = [n for n, s in visibility.items() if s == "passed"]
+    assert len(passed) >= 5, visibility  # MPS alone may be "not established" (its control daemon is NVIDIA's image)
+
+
+def test_the_fingerprint_names_nvidia_s_chart_and_its_plugin_pods_as_the_publishers(nvidia_run):
+    _, report, _, _ = nvidia_run
+    kind = json.loads((report / "fingerprint.json").read_text())["kind"]
+    version = catalog.NVIDIA_DRIVER_VERSIONS[0]
+    assert kind["driver"] == "nvidia" and kind["nvidia_version"] == version, kind
+    assert kind["driver_install"].endswith(f"chart dra-driver-nvidia-gpu from sigs.k8s.io/dra-driver-nvidia-gpu@v{version}")
+    assert len(kind["publishers"]) == WORKERS, kind["publishers"]
+    for p in kind["publishers"]:
+        assert p["daemonset"] == "dra-driver-nvidia-gpu-kubelet-plugin" and p["devices"] == 8, p
+
+
+def test_nothing_is_left_after_the_nvidia_run(nvidia_run):
+    _, _, before, after = nvidia_run
+    for key in ("containers", "volumes", "networks", "links"):
+        assert after[key] == before[key], key
+    if not before["engine"]:
+        assert after["engine"] is False and after["docker_chains"] == before["docker_chains"]
