@@ -4,8 +4,8 @@ Why not the generated client's models: DRA's API grows every minor, and the
 generated models (pydantic since client 37) lag behind the server or reject fields
 they do not know. The harness reads and writes objects as the API server serves them,
 so a field added in 1.38 is visible in evidence without a client upgrade. The
-``kubernetes`` package still loads kubeconfigs (exec plugins, tokens, contexts) and
-its typed APIs remain available on :class:`dra_harness.kube.client.Clients`.
+``kubernetes`` package still loads kubeconfigs (exec plugins, tokens, contexts):
+:func:`dra_harness.kube.client.connect`.
 
 Every call is logged on the ``dra_harness.kube`` logger, after its answer: writes
 (POST, PUT, PATCH, DELETE) at INFO, reads and watches at DEBUG, as one line with the
