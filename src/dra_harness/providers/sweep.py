@@ -93,6 +93,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
              listing(rest.NAMESPACES, None, selector)]
     failed = settle(lists, deadline)
     failed |= settle(found, deadline)
+    failed |= settle([("delete Pods on nodes gone", lambda: _orphans_deleted(kube, selector))], deadline)
     try:
         watch_until(kube, rest.NAMESPACES, lambda items: not items, max(0.0, deadline - time.monotonic()),
                     f"namespaces of run {run_id} to be deleted", label_selector=selector)
@@ -123,6 +124,19 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
         left = [f"? (could not list what is left: {one_line(e)})"]
     return ([f"{what} ({failed[what]})" if what in failed else what for what in left]
             + [f"{what} ({why})" for what, why in failed.items() if what.startswith("uncordon ")])
+
+
+def _orphans_deleted(kube: Kube, selector: str) -> None:
+    """Delete at once the run's pods bound to a node that is gone (its simulated nodes, just deleted).
+
+    Our pods end gracefully (:data:`dra_harness.kube.builders.GRACE_S`), which needs a kubelet or a KWOK to
+    confirm; on a node that is gone nothing will, and the namespace would wait for the pod garbage collector.
+    A pod without a node holds nothing prepared anywhere, so removing it at once harms nothing."""
+    nodes = {n["metadata"]["name"] for n in kube.list(rest.NODES)}
+    for pod in kube.list(rest.PODS, label_selector=selector):
+        node = pod.get("spec", {}).get("nodeName")
+        if node and node not in nodes:
+            kube.delete(rest.PODS, pod["metadata"]["name"], pod["metadata"]["namespace"], grace_seconds=0)
 
 
 def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "default") -> None:
