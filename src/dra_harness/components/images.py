@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -66,7 +67,7 @@ def pause_binary() -> Path:
         Path(tmp, "main.go").write_text(_PAUSE_GO)
         out = Path(tmp, "pause")
         go("build", "-trimpath", "-ldflags=-s -w", "-o", str(out), ".", cwd=Path(tmp))
-        staged = target.with_suffix(".tmp")
+        staged = target.with_name(f"pause.{os.getpid()}.tmp")  # two test workers may build it at once
         shutil.copy2(out, staged)
         staged.replace(target)
     return target

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,7 @@ def write_layout(image: Image, target: Path) -> Path:
     for blob in (layer, config, manifest):
         entries[f"blobs/sha256/{_digest(blob)[7:]}"] = blob
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # two test workers may write the same image at once
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
         for d in ("blobs", "blobs/sha256"):
             info = tarfile.TarInfo(d)
