@@ -19,7 +19,8 @@ from tests.integration.spares import Spares
 
 #: Modules whose components selftest builds in the background (:mod:`dra_harness.components.background`),
 #: in the order it builds them: they run last, so that on an empty cache the build overlaps the other tests.
-LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "test_kind_real", "test_nvidia_driver_emulated")
+LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "test_kind_real", "test_nvidia_driver_emulated",
+        "test_upgrade_check_releases")
 
 
 #: The longest modules (several minutes each on one worker) start first: two workers take modules in

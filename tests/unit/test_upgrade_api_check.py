@@ -81,3 +81,26 @@ def test_the_report_shows_the_runs_upgrade_readiness_and_an_older_run_says_not_r
     assert "**NO-GO** for Kubernetes v1.37.2 → 1.38" in md
     assert "- would break: clients requested resource.k8s.io/v1beta1 resourceclaims" in md
     assert "NO-GO" in (run / "signoff.html").read_text()
+
+
+def test_a_server_counts_a_removed_version_only_from_the_release_that_deprecates_it():
+    # 1.35 deprecates v1beta1 but not v1beta2 (1.36) nor v1beta2's DeviceTaintRule (1.39): those go uncounted.
+    on_135 = api_check.uncounted((1, 35), _removed("1.39"))
+    assert on_135 == ["resource.k8s.io/v1alpha3 DeviceTaintRule (deprecated in 1.36)",
+                      "resource.k8s.io/v1beta2 DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice (deprecated in 1.36)"]
+    assert api_check.uncounted((1, 36), _removed("1.39")) == []
+    assert api_check.uncounted((1, 37), _removed("1.38")) == []
+
+
+def test_the_gauge_window_is_the_api_servers_start_and_absent_without_it():
+    assert api_check.started("# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1.7e+09\n") == 1.7e9
+    assert api_check.started(METRICS) is None
+
+
+def test_a_verdict_with_uncounted_clients_says_go_only_for_what_the_server_shows():
+    v = api_check.Verdict("v1.35.4", "1.39", _removed("1.39"), [], uncounted=api_check.uncounted((1, 35), _removed("1.39")),
+                          counted_since=0.0)
+    lines = api_check.text(v)
+    assert any(line.startswith("NOT ESTABLISHED  clients of resource.k8s.io/v1beta2 DeviceClass") for line in lines), lines
+    assert lines[-1].startswith("GO for what this API server shows") and not v.as_json()["established"]
+    assert any(line.startswith("window   clients counted since the API server started at 1970-01-01") for line in lines)

@@ -2,7 +2,8 @@
 
 ``selftest`` needs, beyond the embedded cluster, components only some tests use: kind's
 (kind, Helm, crictl, CoreDNS, kubeadm and kube-proxy), Kueue, and an older Kubernetes,
-kubelet and example driver for the upgrade tests. Built one after another before the tests,
+kubelet and example driver for the upgrade tests, and the oldest release's control plane for
+``upgrade check`` there. Built one after another before the tests,
 they add about 45 minutes to a CI run on an empty cache, which then overruns its limit. Built
 here, niced, they take the CPU the tests leave idle while they wait on clusters; the tests
 that need them run last (``tests/integration/conftest.py``). A test that needs a component
@@ -39,9 +40,10 @@ def known() -> dict[str, Component]:
 
 def for_tests() -> list[Component]:
     """What the project's tests build beyond the embedded cluster, in the order the last tests need it."""
-    old = catalog.KUBERNETES_VERSIONS[1]  # the upgrade tests' from-version
+    old, oldest = catalog.KUBERNETES_VERSIONS[1:3]  # the upgrade tests' from-version; upgrade check's oldest
     return [catalog.KUEUE, catalog.kubernetes(old), catalog.kubelet(old), catalog.example_driver("0.3.0"),
-            catalog.KIND, catalog.CRI_TOOLS, catalog.HELM, catalog.COREDNS, catalog.kind_node(), catalog.nvidia_driver()]
+            catalog.KIND, catalog.CRI_TOOLS, catalog.HELM, catalog.COREDNS, catalog.kind_node(), catalog.nvidia_driver(),
+            catalog.kubernetes(oldest)]
 
 
 class Background:

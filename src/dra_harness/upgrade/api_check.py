@@ -6,7 +6,12 @@ is upgraded; the stored objects survive (they are kept at the storage version), 
 not. Three sources name those clients, none of them complete alone:
 
 * the API server's ``apiserver_requested_deprecated_apis`` gauge: every deprecated version and
-  resource requested since it started, with its ``removed_release`` (reads included; no user agent);
+  resource requested since it started, with its ``removed_release`` (reads included; no user agent).
+  Two blind spots, both said in the verdict rather than read as "nobody": the gauge starts empty at
+  each API server start (so right after an upgrade or a restart it has seen only the clients that
+  called since, and the check prints when that was), and a server counts a version only from the
+  release that deprecates it (``deprecation.IsDeprecated``): a 1.35 server does not count
+  ``v1beta2``, deprecated in 1.36 and removed in 1.39, so from 1.35 its clients are not established;
 * ``metadata.managedFields`` of the stored DRA objects: the manager (by default the client's
   binary name) and the API version of its last write, so writers are named;
 * the user's manifests (``--manifests``), which nothing has applied yet.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +84,9 @@ class Verdict:
     metric_error: str | None = None
     manifests: list[str] = field(default_factory=list)  # "file#doc: Kind resource.k8s.io/v1beta1"
     writers: list[str] = field(default_factory=list)  # stored objects last written through a removed version
+    #: Removed versions (with their kinds) the current server does not count: deprecated after its release.
+    uncounted: list[str] = field(default_factory=list)
+    counted_since: float | None = None  # the API server's start (epoch s): the gauge's window
     gates: list[str] = field(default_factory=list)
     gates_note: str = ""
     gates_known: bool = False
@@ -92,6 +101,8 @@ class Verdict:
         return {"current": self.current, "target": self.target, "go": not self.breaks, "breaks": self.breaks,
                 "removed": [r.__dict__ for r in self.removed], "deprecated": [r.__dict__ for r in self.deprecated],
                 "requested": self.requested, "metric_error": self.metric_error, "writers": self.writers,
+                "uncounted": self.uncounted, "counted_since": self.counted_since,
+                "established": not (self.uncounted or self.metric_error),
                 "gates": self.gates, "gates_note": self.gates_note}
 
 
@@ -105,6 +116,25 @@ def requested(metrics_text: str, removed: list[Removal]) -> list[dict[str, str]]
                     (s.labels.get("version"), s.labels.get("resource")) in gone:
                 out.append({k: s.labels.get(k, "") for k in ("version", "resource", "subresource", "removed_release")})
     return sorted(out, key=lambda r: (r["version"], r["resource"], r["subresource"]))
+
+
+def started(metrics_text: str) -> float | None:
+    """The API server's start (``process_start_time_seconds``), from which its gauge counts."""
+    for family in text_string_to_metric_families(metrics_text):
+        for s in family.samples:
+            if s.name == "process_start_time_seconds":
+                return float(s.value)
+    return None
+
+
+def uncounted(current: tuple[int, int], removed: list[Removal]) -> list[str]:
+    """``resource.k8s.io/v1beta2 DeviceClass, ... (deprecated in 1.36)``: removed kinds that a server of release
+    ``current`` does not count yet, because it records a request in the gauge only once its release deprecates it."""
+    late: dict[tuple[str, str], list[str]] = {}
+    for r in removed:
+        if _release(r.deprecated) > current:
+            late.setdefault((r.version, r.deprecated), []).append(r.kind)
+    return [f"{GROUP}/{v} {', '.join(kinds)} (deprecated in {d})" for (v, d), kinds in sorted(late.items())]
 
 
 def in_manifests(docs: list[tuple[str, int, Any]], removed: list[Removal]) -> list[str]:
@@ -172,8 +202,10 @@ def check(kube: Kube, target: str, docs: list[tuple[str, int, Any]] | None = Non
     removed = [r for r in all_removals if _release(r.removed) <= to]
     deprecated = [r for r in all_removals if r not in removed and _release(r.deprecated) <= to]
     verdict = Verdict(current, target, removed, deprecated)
+    verdict.uncounted = uncounted(now, removed)
     try:
-        verdict.requested = requested(kube.raw("/metrics", timeout=20), removed)
+        metrics = kube.raw("/metrics", timeout=20)
+        verdict.requested, verdict.counted_since = requested(metrics, removed), started(metrics)
     except rest.ApiError as e:
         verdict.metric_error = f"the API server's /metrics is not readable with these credentials ({e.status}): " \
                                "requests by other clients are not established"
@@ -208,11 +240,27 @@ def text(v: Verdict) -> list[str]:
     lines += [f"BREAKS   {b}" for b in v.breaks]
     if v.metric_error:
         lines.append(f"NOT ESTABLISHED  {v.metric_error}")
+    elif v.counted_since is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v.counted_since))
+        lines.append(f"window   clients counted since the API server started at {when} ({_ago(v.counted_since)}); "
+                     "a client that has not called since is not seen")
+    lines += [f"NOT ESTABLISHED  clients of {u}: Kubernetes {v.current} does not count them until that release"
+              for u in v.uncounted]
     lines += [f"writer   {w}" for w in v.writers]
     lines += [f"gate     {g}" for g in v.gates] or [f"gates    no DRA gate changes ({v.gates_note})" if v.gates_known
                                                     else f"gates    {v.gates_note}"]
-    lines.append("NO-GO: something above would break" if v.breaks else "GO: no client, manifest or gate above would break")
+    if v.breaks:
+        lines.append("NO-GO: something above would break")
+    elif v.uncounted or v.metric_error:
+        lines.append("GO for what this API server shows; the clients marked NOT ESTABLISHED above are not seen")
+    else:
+        lines.append("GO: no client, manifest or gate above would break")
     return lines
+
+
+def _ago(epoch: float) -> str:
+    seconds = max(0, int(time.time() - epoch))
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min ago" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s ago"
 
 
 def next_minor(version: str) -> str:
