@@ -184,3 +184,52 @@ def test_nothing_is_left_after_the_nvidia_run(nvidia_run):
         assert after[key] == before[key], key
     if not before["engine"]:
         assert after["engine"] is False and after["docker_chains"] == before["docker_chains"]
+
+
+# -- the driver's chart values by hand (#41) ----------------------------------------------------------
+def test_chart_values_given_to_cluster_up_on_kind_run_upstream_s_net_demo_and_the_defaults_do_not(tmp_path):
+    """``cluster up --provider kind --helm-values/--helm-set`` installs the chart as the net demo's README does; the demo
+    (verbatim but for its image) then gets its NIC bandwidth. The control: ``cluster up`` again without them puts the
+    chart back to its defaults, and the same demo finds no net.example.com class, its pods never start."""
+    from dra_harness.components import build as builder
+    from dra_harness.kube import rest
+    from dra_harness.kube.client import connect
+    from dra_harness.providers.kind.provider import kubeconfig_path
+
+    from . import upstream_demos as up
+
+    name, demo = "helm-values", "net-consumable-capacity"
+    values = tmp_path / "values.yaml"
+    values.write_text("deviceProfile: net\n")
+    before = _host()
+    cli = [sys.executable, "-m", "dra_harness.cli", "cluster"]
+    base = [*cli, "up", "--provider", "kind", "--name", name, "--nodes", "1", "--gpus-per-node", "2"]
+    try:
+        started = subprocess.run([*base, "--helm-values", str(values), "--helm-set", "kubeletPlugin.numDevices=1"],
+                                 cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        assert started.returncode == 0, started.stderr[-3000:]
+        said = " ".join(started.stderr.split())  # rich wraps its lines
+        assert "the user's --values" in said and "--set kubeletPlugin.numDevices=1" in said, said
+        kubeconfig = kubeconfig_path(name)
+        kube = connect(kubeconfig)
+        k8s = catalog.kubernetes(catalog.DEFAULT_KUBERNETES_VERSION)
+        kubectl = builder.build_all([k8s], quiet=True)[k8s.dirname].binary("kubectl")
+        slices = kube.list(rest.RESOURCE_SLICES)
+        assert [(s["spec"]["driver"], [d["name"] for d in s["spec"]["devices"]]) for s in slices] == [("net.example.com", ["nic-0"])]
+        assert up.kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=up.manifest(demo)).returncode == 0
+        up.running(kube, demo, 2)
+        rates = {p: up.net_rates(kube, demo, p, "ctr0") for p in ("pod0", "pod1")}
+        assert rates["pod0"]["NET_DEVICE_0_INGRESS_RATE"] == "10000000000" and rates["pod1"]["NET_DEVICE_0_INGRESS_RATE"] == "5000000000"
+        up.kubectl(kubectl, kubeconfig, "delete", "--wait", "-f", "-", stdin=up.manifest(demo), timeout=180)
+
+        back = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert back.returncode == 0, back.stderr[-3000:]
+        assert up.kubectl(kubectl, kubeconfig, "apply", "-f", "-", stdin=up.manifest(demo)).returncode == 0
+        with pytest.raises(AssertionError, match="not all Running"):
+            up.running(kube, demo, 2, deadline_s=15)
+        assert "net.example.com" not in {c["metadata"]["name"] for c in kube.list(rest.DEVICE_CLASSES)}
+    finally:
+        subprocess.run([*cli, "down", "--provider", "kind", "--name", name], cwd=ROOT, capture_output=True, timeout=600)
+    after = _host()
+    for key in ("containers", "volumes", "networks", "links"):
+        assert after[key] == before[key], key

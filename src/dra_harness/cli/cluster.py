@@ -14,6 +14,7 @@ from rich.console import Console
 from dra_harness.cli.common import k8s_version_option
 from dra_harness import providers
 from dra_harness.providers import driver_configs
+from dra_harness.providers.chart_values import helm_user_args
 from dra_harness.providers.base import StandaloneSpec
 from dra_harness.providers.embedded.cluster import (
     DEFAULT_NAME,
@@ -67,16 +68,25 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
               help="example: the SIGs example driver; nvidia: NVIDIA's DRA driver on emulated GPUs (H100, at most 8 per node).")
 @click.option("--driver-config", "driver_config", multiple=True, metavar="NAME", callback=_config_names,
               help=f"The example driver started in this configuration on every node (repeat to combine): {CONFIG_NAMES}.")
+@click.option("--helm-set", "helm_set", multiple=True, metavar="KEY=VALUE",
+              help="kind: a value for the driver's Helm chart (repeatable), e.g. kubeletPlugin.gpuPartitions=4.")
+@click.option("--helm-values", "helm_values", multiple=True, metavar="FILE",
+              help="kind: a values file for the driver's Helm chart (repeatable); --helm-set pairs win over it.")
 def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
        provider: str, node_image: str | None, driver_image: str | None, install: str, driver: str,
-       driver_config: tuple[str, ...]) -> None:
+       driver_config: tuple[str, ...], helm_set: tuple[str, ...], helm_values: tuple[str, ...]) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
     chosen = providers.registry()[provider]
     if driver_config and (driver != "example" or not chosen.controls_driver):
         raise click.BadParameter(f"the example driver's configurations, on a cluster whose driver the harness runs "
-                                 f"(--provider local), not --provider {provider} --driver {driver}", param_hint="--driver-config")
+                                 f"(--provider local), not --provider {provider} --driver {driver}; on kind, "
+                                 "give the chart's values with --helm-set", param_hint="--driver-config")
+    if (helm_set or helm_values) and chosen.controls_driver:
+        raise click.BadParameter(f"the driver's Helm chart runs on kind, not --provider {provider} "
+                                 "(use --driver-config there)", param_hint="--helm-set/--helm-values")
     kubeconfig = chosen.up_standalone(
-        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install, driver), err)
+        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install, driver,
+                       helm_user_args(helm_set, helm_values)), err)
     if driver_config:
         chosen.configure_standalone(name, driver_config, (), timeout, err)
     click.echo(str(kubeconfig))

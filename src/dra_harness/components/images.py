@@ -80,6 +80,9 @@ def pause_image() -> Image:
 def workload_image() -> Image:
     files = [File("bin/busybox", BUSYBOX.read_bytes())]
     files += [File(f"bin/{a}", link="busybox") for a in _APPLETS]
+    # Upstream's demos run ``bash -c "export; trap ...; sleep 9999 & wait"`` in ubuntu:22.04, which no node here
+    # can pull; busybox's sh does all of that, so ``bash`` hands its arguments to it.
+    files.append(File("bin/bash", b'#!/bin/sh\nexec sh "$@"\n'))
     return Image(WORKLOAD_IMAGE, files, entrypoint=[], cmd=["sh"])
 
 

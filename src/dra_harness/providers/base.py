@@ -46,6 +46,7 @@ class StandaloneSpec:
     driver_image: str | None = None  # kind
     install: str = "auto"  # kind
     driver: str = "example"  # example, or nvidia (NVIDIA's driver on emulated GPUs)
+    helm_args: tuple[str, ...] = ()  # kind: the user's --values/--set for the driver's chart
 
 
 class Provider:

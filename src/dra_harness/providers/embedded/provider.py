@@ -20,6 +20,7 @@ from dra_harness import heartbeat, lifetime
 from dra_harness.components import build as builder
 from dra_harness.components import catalog, images, nvml
 from dra_harness.errors import InputError
+from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers import driver_configs, profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
@@ -79,6 +80,13 @@ class EmbeddedProvider(Provider):
         unknown = [n for n in nodes if n not in counts]
         if unknown:
             raise InputError(f"--node {unknown[0]}: cluster {name} has no such node (nodes: {', '.join(counts)})")
+        if config.profile != "gpu":  # as the chart does: a DeviceClass named after the profile's driver
+            try:
+                c.kube().create(rest.DEVICE_CLASSES, {"metadata": {"name": config.driver},
+                                                      "spec": {"selectors": [builders.cel(f"device.driver == '{config.driver}'")]}})
+                console.print(f"DeviceClass {config.driver} created, as the driver's chart creates it for that profile")
+            except rest.Conflict:
+                pass  # made by an earlier switch
         for node in nodes or tuple(counts):
             started = time.monotonic()
             with heartbeat.status(console, f"{node}: the driver restarting as {config.name}"):

@@ -10,6 +10,7 @@ import``, pinned, as kind's own node images hold theirs: no registry, no pull.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
@@ -23,6 +24,7 @@ from dra_harness.components import catalog
 from dra_harness.components.gomod import module_source
 from dra_harness.components.images import DRIVER_IMAGE, driver_image, nvml_probe_image, workload_image
 from dra_harness.components.oci import write_layout
+from dra_harness.providers.chart_values import shown_helm_args
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import WaitError, watch_until
@@ -94,15 +96,30 @@ def _split_image(image: str) -> tuple[str, str]:
     return repo, tag
 
 
-def helm_command(helm: str, kubeconfig: Path, chart: Path, image: str, gpus_per_node: int) -> list[str]:
+def helm_command(helm: str, kubeconfig: Path, chart: Path, image: str, gpus_per_node: int,
+                 user: tuple[str, ...] = ()) -> list[str]:
+    """The chart's install with our image and device count; ``user``'s ``--values``/``--set`` come after ours, so
+    a user's ``kubeletPlugin.numDevices`` wins (Helm: the last ``--set`` of a key)."""
     repo, tag = _split_image(image)
     return [
         helm, "upgrade", "--install", RELEASE, str(chart),
         "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--create-namespace",
         "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=IfNotPresent",
-        "--set", f"kubeletPlugin.numDevices={gpus_per_node}",
+        "--set", f"kubeletPlugin.numDevices={gpus_per_node}", *user,
         "--wait", "--timeout", "5m",
     ]
+
+
+def installed_driver_name(kubeconfig: Path, home: Path) -> str:
+    """The driver name the release's values give (the chart's own rule: ``driverName``, else
+    ``<deviceProfile>.example.com``), read back from Helm after a user's values."""
+    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
+    proc = subprocess.run([helm_binary(), "get", "values", RELEASE, "--all", "--output", "json", "--kubeconfig", str(kubeconfig),
+                           "--namespace", NAMESPACE], capture_output=True, text=True, timeout=60, env=env)
+    if proc.returncode != 0:
+        raise KindError(f"helm get values {RELEASE} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    values = json.loads(proc.stdout or "{}")
+    return str(values.get("driverName") or f"{values.get('deviceProfile') or 'gpu'}.example.com")
 
 
 def helm_binary() -> str:
@@ -117,10 +134,11 @@ def run_helm(argv: list[str], home: Path, what: str) -> None:
         raise KindError(f"helm install of {what} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
 
 
-def install_with_helm(kubeconfig: Path, image: str, gpus_per_node: int, home: Path) -> str:
-    """``helm upgrade --install`` of the chart."""
-    run_helm(helm_command(helm_binary(), kubeconfig, chart_dir(), image, gpus_per_node), home, "the example driver")
-    return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from sigs.k8s.io/dra-example-driver@v{catalog.EXAMPLE_DRIVER_VERSION}"
+def install_with_helm(kubeconfig: Path, image: str, gpus_per_node: int, home: Path, user: tuple[str, ...] = ()) -> str:
+    """``helm upgrade --install`` of the chart (with the user's values and ``--set`` pairs, ``user``)."""
+    run_helm(helm_command(helm_binary(), kubeconfig, chart_dir(), image, gpus_per_node, user), home, "the example driver")
+    given = f", the user's {' '.join(shown_helm_args(user))}" if user else ""
+    return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from sigs.k8s.io/dra-example-driver@v{catalog.EXAMPLE_DRIVER_VERSION}{given}"
 
 
 def render_manifests(image: str, kubelet_root: str = KUBELET_ROOT, path: Path | None = None, cdi_root: str = CDI_ROOT) -> list[dict]:

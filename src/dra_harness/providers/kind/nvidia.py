@@ -31,6 +31,7 @@ from dra_harness.components.oci import File, Image, write_layout
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.components import emulated_gpus
+from dra_harness.providers.chart_values import shown_helm_args
 from dra_harness.providers.kind.driver import IMPORT, helm_binary, run_helm
 from dra_harness.providers.kind.tools import KindError, run
 
@@ -105,7 +106,8 @@ def chart_dir(version: str) -> Path:
     return chart
 
 
-def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, profile: str, home: Path) -> str:
+def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, profile: str, home: Path,
+            user: tuple[str, ...] = ()) -> str:
     """Everything above on every worker, then ``helm upgrade --install`` of the chart; says what was installed."""
     with tempfile.TemporaryDirectory(prefix="dra-harness-kind-nvidia-") as tmp:
         archive = write_layout(plugin_image(version), Path(tmp) / "plugin.tar").read_bytes()
@@ -117,5 +119,6 @@ def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, pr
         kube.patch(rest.NODES, node, {"metadata": {"labels": {NODE_LABEL: "true"}}})
     run_helm([helm_binary(), "upgrade", "--install", RELEASE, str(chart_dir(version)), "--kubeconfig", str(kubeconfig),
               "--namespace", NAMESPACE, "--create-namespace", *(x for v in helm_values(version) for x in ("--set", v)),
-              "--wait", "--timeout", "5m"], home, "NVIDIA's driver")
-    return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from {catalog.NVIDIA_DRIVER_MODULE}@v{version}"
+              *user, "--wait", "--timeout", "5m"], home, "NVIDIA's driver")
+    given = f", the user's {' '.join(shown_helm_args(user))}" if user else ""
+    return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from {catalog.NVIDIA_DRIVER_MODULE}@v{version}{given}"

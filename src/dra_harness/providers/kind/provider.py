@@ -29,7 +29,8 @@ import yaml
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
-from dra_harness.errors import BuildError
+from dra_harness.errors import BuildError, InputError
+from dra_harness.providers.chart_values import shown_helm_args
 from dra_harness.providers.kind import config as kind_config
 from dra_harness.components import emulated_gpus
 from dra_harness.providers.kind import driver, engine, nodeimage, nvidia
@@ -102,6 +103,8 @@ class KindSpec:
     driver: str = "example"  # example, or nvidia: NVIDIA's chart over emulated GPUs (:mod:`.nvidia`)
     nvidia_version: str = catalog.NVIDIA_DRIVER_VERSIONS[0]
     gpu_profile: str = "h100"
+    #: The user's ``--values FILE`` / ``--set KEY=VALUE`` arguments for the driver's chart, after ours.
+    helm_args: tuple[str, ...] = ()
 
 
 def created(name: str) -> dict[str, Any]:
@@ -120,6 +123,9 @@ def _record(name: str, **facts: Any) -> None:
 def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
     """Create (or reuse) the kind cluster, get the driver running, return its kubeconfig."""
     catalog.kubernetes(spec.k8s_version)  # one line for an unsupported version
+    if spec.helm_args and spec.install == "manifests":
+        raise InputError("--helm-set/--helm-values go to the driver's Helm chart; they need --install helm or auto, "
+                         "not manifests")
     check_prerequisites(spec.install)
     method = install_method(spec.install)
     deadline = time.monotonic() + spec.timeout
@@ -150,23 +156,30 @@ def up(spec: KindSpec, say: Callable[[str], None] = lambda s: None) -> Path:
         loaded = driver.load_images(nodes(spec.name), None, nvidia=True)
         say(f"installing NVIDIA's DRA driver v{spec.nvidia_version} over emulated {spec.gpu_profile.upper()} GPUs (helm)")
         workers = [n for n in nodes(spec.name) if n != f"{spec.name}-control-plane"]
-        how = nvidia.install(spec.name, workers, kubeconfig, spec.nvidia_version, spec.gpu_profile, state_dir(spec.name) / "helm")
+        how = nvidia.install(spec.name, workers, kubeconfig, spec.nvidia_version, spec.gpu_profile, state_dir(spec.name) / "helm",
+                             spec.helm_args)
         image = nvidia.image_name(spec.nvidia_version)
         say("waiting for every worker's ResourceSlices")
-        counts = driver.wait_for_slices(kubeconfig, spec.workers, emulated_gpus.GPUS, deadline, nvidia.DRIVER)
+        # The user's values may change what a node publishes (MIG devices, fewer GPUs): any count then.
+        counts = driver.wait_for_slices(kubeconfig, spec.workers, None if spec.helm_args else emulated_gpus.GPUS, deadline,
+                                        nvidia.DRIVER)
     else:
         say("loading the driver and workload images into the nodes")
         loaded = driver.load_images(nodes(spec.name), spec.driver_image)
         image = spec.driver_image or driver.DRIVER_IMAGE
         say(f"installing the example driver ({method})")
+        name, per_node = driver.DRIVER_NAME, spec.gpus_per_node  # type: str, int | None
         if method == "helm":
-            how = driver.install_with_helm(kubeconfig, image, spec.gpus_per_node, state_dir(spec.name) / "helm")
+            how = driver.install_with_helm(kubeconfig, image, spec.gpus_per_node, state_dir(spec.name) / "helm", spec.helm_args)
+            if spec.helm_args:  # a profile renames the driver (net.example.com); partitions change the count
+                name, per_node = driver.installed_driver_name(kubeconfig, state_dir(spec.name) / "helm"), None
         else:
             driver.install_with_manifests(kubeconfig, image, spec.gpus_per_node)
             how = f"our manifests ({driver.MANIFESTS.name})"
-        say("waiting for every worker's ResourceSlices")
-        counts = driver.wait_for_slices(kubeconfig, spec.workers, spec.gpus_per_node, deadline)
+        say(f"waiting for every worker's ResourceSlices of {name}")
+        counts = driver.wait_for_slices(kubeconfig, spec.workers, per_node, deadline, name)
     _record(spec.name, driver_install=how, driver_image=image, images_loaded=loaded, devices_per_node=counts,
+            helm_args=shown_helm_args(spec.helm_args),
             driver_to_slices_s=round(time.monotonic() - started, 1), driver=spec.driver,
             **({"nvidia_version": spec.nvidia_version, "gpu_profile": spec.gpu_profile} if spec.driver == "nvidia" else {}))
     (state_dir(spec.name) / "ready").touch()

@@ -41,6 +41,7 @@ class KindProvider(Provider):
         return up_kind(provider.KindSpec(
             name=spec.name, k8s_version=spec.k8s_version, workers=spec.nodes, gpus_per_node=spec.gpus_per_node,
             node_image=spec.node_image, driver_image=spec.driver_image, install=spec.install, driver=spec.driver,
+            helm_args=spec.helm_args,
             # A cold node image build and kind's own start-up take far longer than the embedded cluster.
             timeout=max(spec.timeout, 900.0)), console)
 
