@@ -17,8 +17,8 @@ from dra_harness.kube.pods import (
     pod_claims,
     wait_running,
 )
-from dra_harness.providers.embedded import gates
-from dra_harness.providers.embedded.processes import listening_sockets
+from dra_harness.components import gates
+from dra_harness.host.processes import listening_sockets
 
 
 def kubectl(cluster, *args: str) -> str:

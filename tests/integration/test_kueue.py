@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from dra_harness.kube import builders, rest
+from dra_harness.kube import builders, kueue_api, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object, watch_until
 from dra_harness.providers.embedded import kueue
@@ -25,12 +25,12 @@ CLASS = "gpu.example.com"
 
 
 def _queue(kube: Kube, ns: str, run_id: str) -> None:
-    kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor", "metadata": {"name": f"f-{ns}"}})
-    kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue", "metadata": {"name": f"cq-{ns}"}, "spec": {
+    kube.create(kueue_api.RESOURCE_FLAVORS, {"apiVersion": kueue_api.API, "kind": "ResourceFlavor", "metadata": {"name": f"f-{ns}"}})
+    kube.create(kueue_api.CLUSTER_QUEUES, {"apiVersion": kueue_api.API, "kind": "ClusterQueue", "metadata": {"name": f"cq-{ns}"}, "spec": {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
         "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": f"f-{ns}", "resources": [{"name": GPU, "nominalQuota": 2}]}]}],
     }})
-    kube.create(kueue.LOCAL_QUEUES, {"apiVersion": kueue.API, "kind": "LocalQueue", "metadata": {"name": "lq"},
+    kube.create(kueue_api.LOCAL_QUEUES, {"apiVersion": kueue_api.API, "kind": "LocalQueue", "metadata": {"name": "lq"},
                                      "spec": {"clusterQueue": f"cq-{ns}"}}, ns)
     for devices in (1, 2):
         kube.create(rest.RESOURCE_CLAIM_TEMPLATES,
@@ -58,7 +58,7 @@ def _pending_reason(kube: Kube, ns: str, job: str, timeout: float = 30) -> str:
         return any(c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message")
                    for w in mine(workloads) for c in w.get("status", {}).get("conditions", []))
 
-    found = watch_until(kube, kueue.WORKLOADS, pending, timeout, f"Kueue to say why {ns}/{job} waits", namespace=ns)
+    found = watch_until(kube, kueue_api.WORKLOADS, pending, timeout, f"Kueue to say why {ns}/{job} waits", namespace=ns)
     return next(c["message"] for w in mine(found) for c in w["status"]["conditions"] if c["type"] == "QuotaReserved")
 
 
@@ -156,16 +156,16 @@ def test_the_run_sweep_removes_the_queue_designs_kueue_objects_from_a_cluster_th
     try:
         for run in (run_id, other):
             labels = {RUN_LABEL: run}
-            kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor",
+            kube.create(kueue_api.RESOURCE_FLAVORS, {"apiVersion": kueue_api.API, "kind": "ResourceFlavor",
                                                  "metadata": {"name": f"f-{run}", "labels": labels}})
-            kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue",
+            kube.create(kueue_api.CLUSTER_QUEUES, {"apiVersion": kueue_api.API, "kind": "ClusterQueue",
                                                "metadata": {"name": f"cq-{run}", "labels": labels}, "spec": {
                 "resourceGroups": [{"coveredResources": [GPU], "flavors": [
                     {"name": f"f-{run}", "resources": [{"name": GPU, "nominalQuota": 2}]}]}]}})
-            kube.create(kueue.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue.API, "kind": "WorkloadPriorityClass",
+            kube.create(kueue_api.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue_api.API, "kind": "WorkloadPriorityClass",
                                                          "metadata": {"name": f"p-{run}", "labels": labels}, "value": 10})
         assert sweep_run(kube, run_id, timeout=60) == []
-        for res, name in ((kueue.RESOURCE_FLAVORS, "f"), (kueue.CLUSTER_QUEUES, "cq"), (kueue.WORKLOAD_PRIORITY_CLASSES, "p")):
+        for res, name in ((kueue_api.RESOURCE_FLAVORS, "f"), (kueue_api.CLUSTER_QUEUES, "cq"), (kueue_api.WORKLOAD_PRIORITY_CLASSES, "p")):
             names = {o["metadata"]["name"] for o in kube.list(res, label_selector=RUN_LABEL)}
             assert f"{name}-{run_id}" not in names and f"{name}-{other}" in names, (res.kind, names)  # the other run's stay
         assert sweep_run(kube, other, timeout=60) == []

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from dra_harness.providers.handle import grant_namespace_role
-from dra_harness.providers.kind.apply import apply_all, resource_for
+from dra_harness.kube.apply import apply_all, resource_for
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import wait_for_deletion

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.providers.embedded import runtime_dirs
+from dra_harness.host import runtime_dirs
 from dra_harness.providers.embedded.cluster import clusters_root
 
 

@@ -11,9 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dra_harness.providers.embedded import runtime_dirs
+from dra_harness.host import runtime_dirs
 from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster, all_clusters
-from dra_harness.providers.embedded.processes import listening_sockets
+from dra_harness.host.processes import listening_sockets
 
 
 def _alive(pid: int) -> bool:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dra_harness.providers.driver_configs import by_name
-from dra_harness.providers.embedded import commands, gates
+from dra_harness.components import gates
+from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dra_harness.providers.embedded.exposure import REFUSALS, Listener, unauthenticated
-from dra_harness.providers.embedded.processes import parse_tcp_listeners
+from dra_harness.host.processes import parse_tcp_listeners
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 TCP = HEADER + "".join(

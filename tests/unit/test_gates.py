@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.components import catalog
-from dra_harness.providers.embedded import gates
+from dra_harness.components import gates
 
 SAMPLE = '''
 var defaultVersionedKubernetesFeatureGates = map[featuregate.Feature]featuregate.VersionedSpecs{

@@ -14,7 +14,7 @@ from dra_harness.components import catalog
 from dra_harness.providers.kind import config as kind_config
 from dra_harness.providers.kind import driver, nodeimage
 from dra_harness.labels import DISRUPTABLE_LABEL
-from dra_harness.providers.embedded import gates
+from dra_harness.components import gates
 
 VERSIONS = catalog.KUBERNETES_VERSIONS
 

@@ -1,4 +1,4 @@
-"""The layers of the package hold: kube -> providers -> checks -> plugin -> cli, each importing only those below it.
+"""The layers of the package hold (each importing only those below it), and the two local providers stay peers.
 
 The contract lives in pyproject.toml ([tool.importlinter]); import-linter checks it. The
 negative control plants one upward import in a copy of the package and proves the same
@@ -26,7 +26,7 @@ def _lint(src: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_package_keeps_its_layers(tmp_path):
     out = _lint(ROOT / "src", tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 kept, 0 broken" in out.stdout
+    assert "2 kept, 0 broken" in out.stdout
 
 
 def test_an_upward_import_breaks_the_layer_contract(tmp_path):
@@ -37,3 +37,14 @@ def test_an_upward_import_breaks_the_layer_contract(tmp_path):
     out = _lint(copy, tmp_path)
     assert out.returncode != 0
     assert "dra_harness.kube is not allowed to import dra_harness.plugin" in out.stdout, out.stdout
+
+
+def test_kind_importing_the_embedded_cluster_breaks_the_peers_contract(tmp_path):
+    """Negative control of the independence contract: one provider reaching into the other is named."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
+    config = copy / "dra_harness" / "providers" / "kind" / "config.py"
+    config.write_text(config.read_text() + "\nfrom dra_harness.providers.embedded import commands  # planted\n")
+    out = _lint(copy, tmp_path)
+    assert out.returncode != 0
+    assert "dra_harness.providers.kind is not allowed to import dra_harness.providers.embedded" in " ".join(out.stdout.split())

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.providers.embedded import hostplumbing, runtime_dirs
+from dra_harness.host import runtime_dirs
+from dra_harness.providers.embedded import hostplumbing
 
 # This project's machine: cgroup v1 controllers, the named systemd hierarchy, and cgroup2 at unified.
 HYBRID = """\

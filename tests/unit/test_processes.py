@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dra_harness.errors import ClusterError
-from dra_harness.providers.embedded.processes import Supervisor, Tracked, strays
+from dra_harness.host.processes import Supervisor, Tracked, strays
 
 
 def test_a_started_process_is_tracked_and_stopped_with_its_children(tmp_path):

@@ -48,7 +48,7 @@ def generate(which: tuple[str, ...]) -> None:
 def gates() -> None:
     """Rewrite the feature-gate table from each supported release's source, and the kind configs from it."""
     from dra_harness.components.gomod import go
-    from dra_harness.providers.embedded import gates as gate_table
+    from dra_harness.components import gates as gate_table
 
     rows = {}
     for version in catalog.KUBERNETES_VERSIONS:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness.contention.settle import Metrics
-from dra_harness.kube import rest
+from dra_harness.kube import kueue_api, rest
 from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
 from dra_harness.kube.mirror import Mirror
 from dra_harness.kube.rest import Kube, Obj
@@ -51,7 +51,7 @@ def device_classes(topo: Topology) -> dict[str, list[str]]:
 def kueue_serves(kube: Kube) -> bool:
     """Whether Kueue's API is installed (its CRDs) on the cluster ``kube`` reaches."""
     try:
-        kube.request("GET", kueue.CLUSTER_QUEUES.path(None), params={"limit": "1"})
+        kube.request("GET", kueue_api.CLUSTER_QUEUES.path(None), params={"limit": "1"})
     except rest.NotFound:
         return False
     return True
@@ -69,9 +69,9 @@ def install(kube: Kube, topo: Topology, namespace: str) -> None:
     labels = {RUN_LABEL: topo.run_id, NODE_LABEL: topo.tag}
     preempt = sc.designs["queue"].get("preemption", True)
     flavor = _flavor(namespace)
-    kube.create(kueue.RESOURCE_FLAVORS, {"apiVersion": kueue.API, "kind": "ResourceFlavor",
+    kube.create(kueue_api.RESOURCE_FLAVORS, {"apiVersion": kueue_api.API, "kind": "ResourceFlavor",
                                          "metadata": {"name": flavor, "labels": labels}})
-    kube.create(kueue.CLUSTER_QUEUES, {"apiVersion": kueue.API, "kind": "ClusterQueue",
+    kube.create(kueue_api.CLUSTER_QUEUES, {"apiVersion": kueue_api.API, "kind": "ClusterQueue",
                                        "metadata": {"name": namespace, "labels": labels}, "spec": {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         "queueingStrategy": "BestEffortFIFO",
@@ -80,19 +80,19 @@ def install(kube: Kube, topo: Topology, namespace: str) -> None:
             {"name": flavor, "resources": [{"name": RESOURCE, "nominalQuota": sc.total_devices}]}]}],
     }})
     for t in sc.tiers:
-        kube.create(kueue.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue.API, "kind": "WorkloadPriorityClass",
+        kube.create(kueue_api.WORKLOAD_PRIORITY_CLASSES, {"apiVersion": kueue_api.API, "kind": "WorkloadPriorityClass",
                                                 "metadata": {"name": topo.priority_class(t.name), "labels": labels},
                                                 "value": t.priority, "description": f"dra-harness contention tier {t.name}"})
-    kube.create(kueue.LOCAL_QUEUES, {"apiVersion": kueue.API, "kind": "LocalQueue", "metadata": {"name": QUEUE, "labels": labels},
+    kube.create(kueue_api.LOCAL_QUEUES, {"apiVersion": kueue_api.API, "kind": "LocalQueue", "metadata": {"name": QUEUE, "labels": labels},
                                      "spec": {"clusterQueue": namespace}}, namespace)
 
 
 def uninstall(kube: Kube, topo: Topology, namespace: str) -> None:
     """What :func:`install` made, while Kueue still runs (it holds finalizers on them until their workloads are gone)."""
-    kube.delete(kueue.CLUSTER_QUEUES, namespace)
-    kube.delete(kueue.RESOURCE_FLAVORS, _flavor(namespace))
+    kube.delete(kueue_api.CLUSTER_QUEUES, namespace)
+    kube.delete(kueue_api.RESOURCE_FLAVORS, _flavor(namespace))
     for t in topo.scenario.tiers:
-        kube.delete(kueue.WORKLOAD_PRIORITY_CLASSES, topo.priority_class(t.name))
+        kube.delete(kueue_api.WORKLOAD_PRIORITY_CLASSES, topo.priority_class(t.name))
 
 
 def job(topo: Topology, name: str, tier: str, run_s: float) -> Obj:
@@ -214,7 +214,7 @@ class Settled:
         self.kube, self.namespace, self.admission, self.quota = kube, namespace, admission, quota
         # Watched, not listed per look: a look every 10 ms over a thousand finished Jobs slowed every step.
         self.jobs = Mirror(kube, rest.JOBS, namespace)
-        self.workloads = Mirror(kube, kueue.WORKLOADS, namespace)
+        self.workloads = Mirror(kube, kueue_api.WORKLOADS, namespace)
         self.seen = (-1, -1, -1)
         self.changes = 0
         self.pending = 0  # workloads neither admitted nor finished at the last look

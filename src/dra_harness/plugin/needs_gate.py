@@ -21,7 +21,7 @@ import pytest
 from dra_harness.checks import needs as needs_mod
 from dra_harness.checks import preflight as preflight_mod
 from dra_harness.errors import NotEstablished
-from dra_harness.providers.embedded import runtime_dirs
+from dra_harness.host import runtime_dirs
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.report.files import write_json
 

@@ -45,7 +45,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
-from dra_harness.providers.embedded import runtime_dirs
+from dra_harness.host import runtime_dirs
 from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
 
 #: The preflight's fixture and the ``requires`` gate, and the progress lines for a CI log, live beside

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from kubernetes import client
 
-from dra_harness.kube import builders, rest
+from dra_harness.kube import builders, kueue_api, rest
 from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
@@ -43,19 +43,14 @@ _CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLAS
                    rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
 
 
-#: Kueue's cluster-scoped kinds the queue design creates (its LocalQueue goes with the run's namespace), in the
-#: order the sweep deletes them: a ResourceFlavor in use is kept by its finalizer until its ClusterQueue is gone.
-_KUEUE = (("clusterqueues", "ClusterQueue"), ("workloadpriorityclasses", "WorkloadPriorityClass"),
-          ("resourceflavors", "ResourceFlavor"))
-
-
 def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
     """Every cluster-scoped kind a run may create on this cluster (Kueue's where its API is served, DeviceTaintRule
     last where served)."""
     taints = rest.device_taint_rules(kube)
     # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
-    served = rest.served(kube, "kueue.x-k8s.io", *_KUEUE[0], ("v1beta2",))
-    queue = [rest.Resource(served.group, served.version, plural, kind, False) for plural, kind in reversed(_KUEUE)] if served else []
+    first = kueue_api.CLUSTER_SCOPED[0]
+    served = rest.served(kube, kueue_api.GROUP, first.plural, first.kind, (kueue_api.VERSION,))
+    queue = list(reversed(kueue_api.CLUSTER_SCOPED)) if served else []
     return [*_CLUSTER_SCOPED, *queue, *([taints] if taints else [])]
 
 

@@ -25,7 +25,7 @@ from dra_harness.kube.types import Obj, SliceDevice
 from dra_harness.providers.hardware import attribute_value, devices_by_node
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded import gates as gate_table
+from dra_harness.components import gates as gate_table
 from dra_harness.report import provenance
 from dra_harness.report.files import redact
 

@@ -50,11 +50,12 @@ from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
 from dra_harness.components import emulated_gpus
-from dra_harness.providers.embedded import commands, realcluster, runtime_dirs
+from dra_harness.host import runtime_dirs
+from dra_harness.providers.embedded import commands, realcluster
 from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
-from dra_harness.providers.embedded.processes import Supervisor, strays
+from dra_harness.host.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
 from dra_harness.errors import ClusterError
 from dra_harness.retrying import NotYet, until

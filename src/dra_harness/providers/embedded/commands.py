@@ -13,7 +13,7 @@ from pathlib import Path
 from dra_harness import data
 from dra_harness.labels import KWOK_ANNOTATION
 from dra_harness.providers import driver_configs
-from dra_harness.providers.embedded import gates
+from dra_harness.components import gates
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.state import ClusterState
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_harness.providers.embedded.processes import listening_sockets
+from dra_harness.host.processes import listening_sockets
 
 #: Answers that mean "who are you?": the request got nothing without a credential.
 REFUSALS = ("https 401", "tls requires a client certificate")

@@ -31,6 +31,7 @@ from dra_harness.components import catalog
 from dra_harness.components.gomod import module_source
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
+from dra_harness.kube.kueue_api import OBJECTS
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded import ports as port_registry
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "kueue-system"
 PROCESS = "kueue"
-API = "kueue.x-k8s.io/v1beta2"
 #: The release's webhooks we register: Kueue's own kinds and the Job integration we enable.
 WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")
 CRDS = rest.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
@@ -64,17 +64,6 @@ METRICS_CERTS = "/etc/kueue/metrics/certs"
 METRICS_READER = "dra-harness-metrics-reader"
 
 
-def kueue_resource(plural: str, kind: str, namespaced: bool) -> rest.Resource:
-    return rest.Resource("kueue.x-k8s.io", "v1beta2", plural, kind, namespaced)
-
-
-CLUSTER_QUEUES = kueue_resource("clusterqueues", "ClusterQueue", False)
-LOCAL_QUEUES = kueue_resource("localqueues", "LocalQueue", True)
-RESOURCE_FLAVORS = kueue_resource("resourceflavors", "ResourceFlavor", False)
-WORKLOADS = kueue_resource("workloads", "Workload", True)
-WORKLOAD_PRIORITY_CLASSES = kueue_resource("workloadpriorityclasses", "WorkloadPriorityClass", False)
-#: Kueue's objects, in the order they are let go: workloads before the queues that count them.
-OBJECTS = (WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOAD_PRIORITY_CLASSES)
 RELEASE_DEADLINE_S = 30.0
 
 

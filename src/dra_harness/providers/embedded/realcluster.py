@@ -23,7 +23,7 @@ import yaml
 from dra_harness.kube import rest
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.components import images
-from dra_harness.providers.embedded import gates
+from dra_harness.components import gates
 from dra_harness.providers.embedded.hostplumbing import (
     add_host_link,
     delete_link,
@@ -35,7 +35,7 @@ from dra_harness.providers.embedded.hostplumbing import (
 )
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.ports import take as take_ports
-from dra_harness.providers.embedded.processes import Tracked, cmdline, process_start_time, stop_group, strays
+from dra_harness.host.processes import Tracked, cmdline, process_start_time, stop_group, strays
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.retrying import NotYet, until

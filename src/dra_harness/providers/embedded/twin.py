@@ -36,7 +36,7 @@ from dra_harness.providers import node_changes
 from dra_harness.providers.sweep import NODE_LEASE_NAMESPACE
 from dra_harness.providers.incluster_kwok import SHIPPED_ROLE as KWOK_ROLE
 from dra_harness.providers.lock import LEASES
-from dra_harness.providers.kind.apply import apply_all
+from dra_harness.kube.apply import apply_all
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until

@@ -20,7 +20,7 @@ import yaml
 from dra_harness import data
 from dra_harness.components import catalog
 from dra_harness.labels import DISRUPTABLE_LABEL
-from dra_harness.providers.embedded import gates
+from dra_harness.components import gates
 
 KIND_DIR = data.path("kind")
 API_VERSION = "kind.x-k8s.io/v1alpha4"

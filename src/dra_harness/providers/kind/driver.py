@@ -29,7 +29,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.providers.hardware import devices_by_node
-from dra_harness.providers.kind import apply as applier
+from dra_harness.kube import apply as applier
 from dra_harness.providers.kind import config as kind_config
 from dra_harness.providers.kind.tools import KindError, image_present, run, run_bytes
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from dra_harness import data
 from dra_harness.components import build as builder
 from dra_harness.components import prereqs
-from dra_harness.providers.embedded.processes import process_start_time
+from dra_harness.host.processes import process_start_time
 from dra_harness.providers.kind.tools import KindError
 
 STATE = Path("/run/dra-harness/docker")
