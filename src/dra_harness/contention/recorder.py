@@ -62,6 +62,8 @@ class Recorder:
         self.kube, self.namespace, self.batch, self.on_new_pod = kube, namespace, jobs, on_new_pod
         self.pod_job: dict[str, str] = {}
         self.pod_started: dict[str, float] = {}
+        #: Jobs (or bare pods) of which a pod was seen Running: the virtual clock asks this on every 3-ms poll.
+        self.jobs_started: set[str] = set()
         self.pod_ended: set[str] = set()
         # Each pod's latest (phase, node, marked unschedulable, being deleted): what the virtual clock settles on.
         self.pod_state: dict[str, tuple[str, str | None, bool, bool]] = {}
@@ -155,6 +157,7 @@ class Recorder:
                 rec.running = now
             if phase == "Running" and pod_name not in self.pod_started:
                 self.pod_started[pod_name] = now
+                self.jobs_started.add(rec.name)
             if phase == "Succeeded" and rec.completed is None:
                 rec.completed = now
                 rec.running = rec.running or now

@@ -254,7 +254,7 @@ class VirtualRun:
 
     def _started(self, job: str) -> bool:
         """Whether a pod of ``job`` was seen Running (call under the recorder's lock)."""
-        return job in self.rec.pod_started or any(self.rec.pod_job.get(p) == job for p in self.rec.pod_started)
+        return job in self.rec.jobs_started
 
     def _admitted(self) -> int:
         """Devices the admission layer holds for jobs now: those running and not ended, and those sent ahead."""
@@ -282,8 +282,7 @@ class VirtualRun:
         deadline = time.monotonic() + STEP_DEADLINE_S
         while True:
             with self.rec.lock:
-                state, holding = self.rec.pod_state, {h.pod for h in self.rec.holds.values()}
-                left = [p for p in self.ending if state.get(p, ("Succeeded",))[0] != "Succeeded" or p in holding]
+                left = self._ends_left({h.pod for h in self.rec.holds.values()})
                 jobs = {self.rec.pod_job.get(p, p) for p in self.ending}
             if not left and self.extra is not None:
                 left = self.extra.unfinished(jobs)
@@ -291,8 +290,19 @@ class VirtualRun:
                 return
             if time.monotonic() > deadline:
                 raise NotSettled(f"scenario t={t:.0f} s: pods ended by the harness not seen ended with their devices "
-                                 f"back after {STEP_DEADLINE_S:.0f} s: {', '.join(sorted(left)[:5])}")
+                                 f"back after {STEP_DEADLINE_S:.0f} s: {'; '.join(sorted(left)[:5])}")
             time.sleep(0.005)
+
+    def _ends_left(self, holding: set[str]) -> list[str]:
+        """What is left of the ends this run wrote: a pod not yet seen Succeeded, or its devices not given back
+        (call under the recorder's lock)."""
+        out = []
+        for pod in self.ending:
+            if self.rec.pod_state.get(pod, ("Succeeded",))[0] != "Succeeded":
+                out.append(f"pod {pod} not seen Succeeded")
+            elif pod in holding:
+                out.append(f"pod {pod} ended, its devices not given back")
+        return out
 
     def _seen_running(self) -> None:
         """Jobs sent ahead whose pod the watch saw Running: confirmed, their run began at their arrival. Their end,
@@ -419,11 +429,7 @@ class VirtualRun:
             for name in self.arrived if self.extra is None else ():  # a queued Job's pod waits for Kueue
                 if name not in state and not self.rec.jobs[name].deleted:
                     out.append(f"pod {name} not seen created")
-            for pod in self.ending:
-                if state.get(pod, ("Succeeded",))[0] != "Succeeded":
-                    out.append(f"pod {pod} not seen Succeeded")
-                elif pod in holding:
-                    out.append(f"pod {pod} ended, its devices not given back")
+            out += self._ends_left(holding)
             for pod, (phase, node, unschedulable, deleting) in state.items():
                 if deleting or phase in ("Succeeded", "Failed"):
                     continue
