@@ -6,12 +6,14 @@ Why one table: the same option used to be written three times (click, pytest's
 different choices in different places). Each :class:`Option` here is turned into a
 pytest option by :mod:`dra_harness.plugin.pytest_plugin`, into a click option by
 :mod:`dra_harness.cli.run`, and back into pytest arguments by :func:`to_pytest_args`.
+Inside the run the values are one typed :class:`RunConfig`, read as attributes: a misspelt
+name is a type error, not a silent ``None`` (a unit test keeps the class and the table equal).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
@@ -105,3 +107,45 @@ def to_pytest_args(values: Mapping[str, Any]) -> list[str]:
         elif value is not None and value != option.default:
             args.append(f"{option.flag}={value}")
     return args
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The run's options as typed attributes: one per :data:`OPTIONS` entry (by dest), with the same default."""
+
+    cluster: str = "local"
+    kubeconfig: str | None = None
+    context: str | None = None
+    driver: str | None = None
+    driver_daemonset: str | None = None
+    k8s_version: str | None = None
+    cluster_name: str | None = None
+    nodes: int = 4
+    gpus_per_node: int = 8
+    real_nodes: int | None = None
+    expected_hardware: str | None = None
+    run_id: str | None = None
+    report_dir: str | None = None
+    keep_on_failure: bool = False
+    tenant_label: str = "tenant"
+    allow_disruptive: bool = False
+    allow_contention: bool = False
+    simulated_nodes: int = 0
+    kwok_image: str | None = None
+    kwok_node_selector: str | None = None
+    lease_namespace: str = "default"
+    dry_run: bool = False
+    kind_node_image: str | None = None
+    driver_image: str | None = None
+    kind_install: str = "auto"
+    shell_image: str | None = None
+    probe_image: str | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunConfig:
+        """From values by dest (pytest's options, the CLI's); a None takes the option's default."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"not run options: {', '.join(unknown)}")
+        return cls(**{k: v for k, v in values.items() if v is not None})

@@ -15,6 +15,7 @@ from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
 from dra_harness.providers.embedded.provider import EmbeddedProvider, local_hardware
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.profiles import by_name
+from dra_harness.options import RunConfig
 from tests.integration.spares import Spares
 
 #: Modules whose components selftest builds in the background (:mod:`dra_harness.components.background`),
@@ -70,7 +71,7 @@ def small_cluster(spares):
 @pytest.fixture
 def handle(small_cluster):
     """The suites' view of ``small_cluster`` (example profile), with a namespace ``controls``."""
-    h = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+    h = ClusterHandle(EmbeddedProvider(RunConfig(cluster_name=small_cluster.name), "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
                       local_hardware(small_cluster.state().spec), by_name("example"))
     h.kube.create(rest.NAMESPACES, {"metadata": {"name": "controls"}})
     return h

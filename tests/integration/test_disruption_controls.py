@@ -29,6 +29,7 @@ from dra_harness.kube.pods import wait_running
 from dra_harness.providers import node_changes
 from dra_harness.providers.profiles import by_name
 from dra_harness.labels import RUN_LABEL
+from dra_harness.options import RunConfig
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess:
@@ -73,7 +74,7 @@ def test_slices_of_a_driver_that_is_gone_are_flagged_stale(small_cluster):
 
 
 def test_a_drain_blocked_by_a_pdb_is_reported_within_its_deadline(small_cluster):
-    handle = ClusterHandle(EmbeddedProvider({"cluster_name": small_cluster.name}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+    handle = ClusterHandle(EmbeddedProvider(RunConfig(cluster_name=small_cluster.name), "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
                            local_hardware(small_cluster.state().spec), by_name("example"))
     kube, ns = handle.kube, "controls"
     kube.create(rest.NAMESPACES, {"metadata": {"name": ns, "labels": {RUN_LABEL: "controls"}}})
@@ -142,7 +143,7 @@ def _fake_daemonset_driver(small_cluster, other_vendor: bool = False):
     replacement) run against a real DaemonSet controller.
     """
     profile = dataclasses.replace(by_name("example"), driver_daemonset=("drivers", "fake-plugin"))
-    handle = ClusterHandle(ExistingProvider({"kubeconfig": str(small_cluster.kubeconfig)}, "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
+    handle = ClusterHandle(ExistingProvider(RunConfig(kubeconfig=str(small_cluster.kubeconfig)), "controls"), small_cluster.kube(), small_cluster.kubeconfig, "controls",
                            local_hardware(small_cluster.state().spec), profile)
     kube = handle.kube
     kube.create(rest.NAMESPACES, {"metadata": {"name": "drivers"}})

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from dra_harness.cli.app import main
 from dra_harness.yamlfile import MAX_BYTES
+from dra_harness.options import RunConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 MALFORMED = ROOT / "fixtures" / "malformed"
@@ -366,11 +367,11 @@ def test_a_run_id_whose_cluster_belongs_to_a_live_run_fails_pytest_in_one_line_a
         assert cluster.state() is not None, "the refused run removed the other run's cluster"
         # Controls: the run that owns it (here: one this process descends from) and a run whose owner is gone pass.
         cluster._save(ClusterState(spec=ClusterSpec(name=cluster.name, owner_pid=os.getppid()), ports={}, binaries={}))
-        providers.create({}, run_id).check_inputs()
+        providers.create(RunConfig(), run_id).check_inputs()
         owner.kill()
         owner.wait()
         cluster._save(ClusterState(spec=ClusterSpec(name=cluster.name, owner_pid=owner.pid), ports={}, binaries={}))
-        providers.create({}, run_id).check_inputs()
+        providers.create(RunConfig(), run_id).check_inputs()
     finally:
         owner.kill()
         owner.wait()

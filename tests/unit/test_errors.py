@@ -21,6 +21,8 @@ from dra_harness import errors, providers
 from dra_harness.cli import app
 from dra_harness.errors import BuildError, CheckError, ClusterError, HarnessError, InputError, KubeApiError, NotEstablished, Refused
 from dra_harness.plugin import inputs, pytest_plugin
+from dra_harness.options import RunConfig
+from dra_harness.plugin.stash import RUN_CONFIG
 
 #: Exception classes under src/dra_harness that are not HarnessErrors, each with the reason: an entry
 #: here must be a class that is raised for something other than an expected failure.
@@ -151,8 +153,9 @@ def test_usage_errors_and_help_are_still_clicks(monkeypatch):
 # -- the plugin -----------------------------------------------------------------------------
 def _config(**options: object) -> types.SimpleNamespace:
     """What ``_check_inputs`` reads of a pytest config: the run's provider and --report-dir."""
-    provider = providers.create({"cluster": "existing", **options}, "errors-test")
-    return types.SimpleNamespace(stash={pytest_plugin.PROVIDER: provider}, getoption=lambda name: None)
+    config = RunConfig.of({"cluster": "existing", **options})
+    provider = providers.create(config, "errors-test")
+    return types.SimpleNamespace(stash={pytest_plugin.PROVIDER: provider, RUN_CONFIG: config}, getoption=lambda name: None)
 
 
 def test_the_plugin_turns_an_input_error_into_one_usage_line(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dra_harness.providers.kind import nvidia
 from dra_harness.providers.kind.session import KindProvider
+from dra_harness.options import RunConfig
 
 
 def test_the_chart_gets_our_image_never_pulled_the_emulated_root_and_gpus_only():
@@ -20,7 +21,7 @@ def test_the_chart_gets_our_image_never_pulled_the_emulated_root_and_gpus_only()
 
 def test_a_kind_run_picks_nvidia_s_chart_and_probe_image_only_for_the_nvidia_profile():
     for given, expected in (("nvidia", "nvidia"), ("gpu.nvidia.com", "nvidia"), ("example", "example"), (None, "example")):
-        p = KindProvider({"driver": given} if given else {}, "run1")
+        p = KindProvider(RunConfig(driver=given or None), "run1")
         assert p.driver == expected and p.spec().driver == expected
         assert (p.nvml_probe_image is not None) == (expected == "nvidia")
 

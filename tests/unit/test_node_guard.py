@@ -15,6 +15,8 @@ from dra_harness.labels import RUN_LABEL
 from dra_harness.plugin import simulated
 from dra_harness.providers import node_guard
 from dra_harness.topology.fleet import TopologyFleet
+from dra_harness.options import RunConfig
+from dra_harness.plugin.stash import RUN_CONFIG
 
 SMALL = Path(__file__).resolve().parents[2] / "suites" / "contention-small.yaml"
 TAINT = {"key": "dra-harness.io/topology", "value": "t1", "effect": "NoSchedule"}
@@ -122,9 +124,7 @@ def test_the_check_refuses_in_one_line_naming_each_and_counting_past_ten():
 
 
 def test_a_run_refused_by_the_preflight_starts_no_kwok_adds_no_node_and_the_check_is_not_established(monkeypatch):
-    options = {"--allow-contention": True, "--simulated-nodes": 4, "--kwok-image": None, "--kubeconfig": "/k",
-               "--context": None, "--kwok-node-selector": None}
-    config = SimpleNamespace(getoption=options.__getitem__)
+    config = SimpleNamespace(stash={RUN_CONFIG: RunConfig(allow_contention=True, simulated_nodes=4, kubeconfig="/k")})
     cluster = SimpleNamespace(kube=_Kube([_ds("log-shipper", tolerations=ALL)]), run_id="run1")
     monkeypatch.setattr(simulated.simulated_nodes.LocalKwok, "start", lambda self: pytest.fail("KWOK started"))
     with pytest.raises(NotEstablished, match="tenant/log-shipper"):  # the tenants forbid it: no product fault

@@ -12,6 +12,7 @@ from dra_harness.report import write_report
 from dra_harness.report.results import NOT_ESTABLISHED, established
 from dra_harness.report.summary import build_summary
 from dra_harness.checks.sharing import NOTHING_AUDITED
+from dra_harness.options import RunConfig
 from tests.unit.report_runs import DEFAULT_TESTS, make_run
 
 HARDWARE_FILE = Path(__file__).resolve().parents[2] / "fixtures/hardware/embedded-default.yaml"
@@ -91,9 +92,9 @@ def test_an_existing_cluster_without_a_hardware_file_is_its_own_baseline(monkeyp
     monkeypatch.setattr(existing, "connect", lambda kubeconfig, context: object())
     monkeypatch.setattr(existing, "observed_hardware",
                         lambda kube, profile: Hardware(driver=profile.driver, device_class=profile.device_class, nodes={}))
-    observed = existing.ExistingProvider({"kubeconfig": "kc", "driver": "example"}, "r1").open(owner_pid=0)
+    observed = existing.ExistingProvider(RunConfig(kubeconfig="kc", driver="example"), "r1").open(owner_pid=0)
     assert observed.expected_source == "observed"
-    from_file = existing.ExistingProvider({"kubeconfig": "kc", "driver": "example", "expected_hardware": str(HARDWARE_FILE)},
+    from_file = existing.ExistingProvider(RunConfig(kubeconfig="kc", driver="example", expected_hardware=str(HARDWARE_FILE)),
                                           "r1").open(owner_pid=0)
     assert from_file.expected_source == "file"
 

@@ -13,6 +13,8 @@ from dra_harness.plugin import inputs, pytest_plugin
 from dra_harness.labels import CORDONED_BY_ANNOTATION, KEPT_LABEL, RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.providers import node_changes, sweep
 from dra_harness.providers.lock import LEASES
+from dra_harness.options import RunConfig
+from dra_harness.plugin.stash import RUN_CONFIG
 from tests.unit.fake_cluster import FakeKube
 
 RUN = "run-a"
@@ -148,11 +150,12 @@ def test_a_new_run_id_is_not_refused():
 
 def _provider(kube: FakeKube | None) -> SimpleNamespace:
     """What :func:`inputs.check` reads of a provider on a cluster that outlives the run (``kube``) or not (None)."""
-    return SimpleNamespace(options={}, run_id=RUN, check_inputs=lambda: None, kube_before_run=lambda: kube)
+    return SimpleNamespace(config=RunConfig(), run_id=RUN, check_inputs=lambda: None, kube_before_run=lambda: kube)
 
 
 def test_the_plugin_refuses_a_reused_run_id_in_one_usage_line_and_will_sweep_nothing():
-    config = SimpleNamespace(stash={pytest_plugin.PROVIDER: _provider(_shared_cluster())}, getoption=lambda name: None)
+    config = SimpleNamespace(stash={pytest_plugin.PROVIDER: _provider(_shared_cluster()), RUN_CONFIG: RunConfig()},
+                             getoption=lambda name: None)
     with pytest.raises(pytest.UsageError) as e:
         pytest_plugin._check_inputs(config)
     assert str(e.value).startswith(f"--run-id {RUN}: ") and len(str(e.value).splitlines()) == 1

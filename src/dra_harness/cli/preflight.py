@@ -43,6 +43,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     from dra_harness import heartbeat, lifetime, providers
     from dra_harness.checks import preflight as facts_mod
     from dra_harness.cli.runner import new_run_id
+    from dra_harness.options import RunConfig
     from dra_harness.plugin import inputs
     from dra_harness.providers.sweep import sweep_run
     from dra_harness.report.files import write_json
@@ -50,7 +51,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     values = {**values, "cluster": "existing"}
     if values.get("kubeconfig"):
         values["kubeconfig"] = str(Path(values["kubeconfig"]).resolve())
-    provider = providers.create(values, new_run_id().lower())
+    provider = providers.create(RunConfig.of(values), new_run_id().lower())
     inputs.check(provider, None)  # one line for a bad kubeconfig, an unreachable cluster, a bad profile
     lifetime.terminate_as_interrupt()
     handle = provider.open(owner_pid=os.getpid())

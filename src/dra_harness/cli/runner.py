@@ -31,7 +31,7 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.kube.client import KubeconfigError
 from dra_harness import providers
-from dra_harness.options import to_pytest_args
+from dra_harness.options import RunConfig, to_pytest_args
 from dra_harness.providers.base import Provider
 from dra_harness.providers.embedded.realnode import choose_real_nodes
 from dra_harness.report import fingerprint
@@ -61,7 +61,7 @@ def _fingerprint(provider: Provider, console: Console) -> dict:
         return {"provider": provider.name, "harness_version": __version__, "error": str(e).splitlines()[0]}
     if isinstance(sources, str):  # why the cluster cannot be read before the session
         return {"provider": provider.name, "harness_version": __version__, "command": fingerprint.redacted_command(sys.argv),
-                "requested_k8s_version": provider.options.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
+                "requested_k8s_version": provider.config.k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
                 "kubernetes": {"error": sources}, "feature_gates": {"status": "unknown", "reason": sources}}
     kube, metrics, build, extra = sources
     with heartbeat.status(console, "fingerprinting the cluster"):
@@ -97,10 +97,11 @@ def run_suites(options: RunOptions, console: Console) -> int:
     design = load_design(options.design_file) if options.design_file else None
     if values.get("report_dir"):
         rundir.check(Path(values["report_dir"]))  # a directory we may not write into, first: it is the user's
-    if (values.get("cluster") or "local") == "local" and values.get("real_nodes") is None and not values.get("cluster_name"):
+    chosen = providers.registry()[values.get("cluster") or "local"]
+    if chosen.starts_real_nodes and values.get("real_nodes") is None and not values.get("cluster_name"):
         # The fullest evidence this machine allows: containers checked on a real node unless it cannot run one.
         values["real_nodes"] = choose_real_nodes(None, lambda line: console.print(line, highlight=False))
-    provider = providers.create(values, run_id)
+    provider = providers.create(RunConfig.of(values), run_id)
     inputs.check(provider, values.get("report_dir"))
     report_dir = Path(values.get("report_dir") or rundir.default_root() / run_id).resolve()
     # Refuses a directory it may not write into (one line), before any build or cluster work.

@@ -30,22 +30,22 @@ def check(provider: Provider, report_dir: str | None) -> None:
     (then a run id that objects there carry already is refused: the run would adopt them and sweep them)."""
     if report_dir and Path(report_dir).exists() and not Path(report_dir).is_dir():
         raise InputError(f"--report-dir {report_dir}: is a file, not a directory")
-    if provider.options.get("expected_hardware"):
-        load_hardware(provider.options["expected_hardware"])
-    driver = provider.options.get("driver")
+    if provider.config.expected_hardware:
+        load_hardware(provider.config.expected_hardware)
+    driver = provider.config.driver
     if driver:
         by_name(driver)
-    daemonset = provider.options.get("driver_daemonset")
+    daemonset = provider.config.driver_daemonset
     if daemonset and not re.fullmatch(r"[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*", daemonset):
         raise InputError(f"--driver-daemonset {daemonset!r}: expected NAMESPACE/NAME")
-    selector = provider.options.get("kwok_node_selector")
+    selector = provider.config.kwok_node_selector
     if selector and not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_./]*=[-A-Za-z0-9_.]*", selector):
         raise InputError(f"--kwok-node-selector {selector!r}: expected KEY=VALUE (a node label)")
-    if selector and not provider.options.get("kwok_image"):
+    if selector and not provider.config.kwok_image:
         raise InputError("--kwok-node-selector: only with --kwok-image (it places the KWOK Deployment's pod)")
     provider.check_inputs()
     kube = provider.kube_before_run()
     if kube is not None:  # two runs of one id would share a lock identity and sweep each other's objects
-        refuse_reused_run_id(kube, provider.run_id, provider.options.get("lease_namespace") or "default")
+        refuse_reused_run_id(kube, provider.run_id, provider.config.lease_namespace or "default")
 
 

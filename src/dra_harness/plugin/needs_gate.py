@@ -24,6 +24,7 @@ from dra_harness.errors import NotEstablished
 from dra_harness.host import runtime_dirs
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.report.files import write_json
+from dra_harness.plugin.stash import run_config
 
 _FACTS = pytest.StashKey[preflight_mod.Facts]()
 log = logging.getLogger(__name__)
@@ -40,10 +41,10 @@ def preflight_facts(config: pytest.Config, handle: ClusterHandle, lock: Path) ->
             if shared.is_file():
                 facts = preflight_mod.Facts.from_json(json.loads(shared.read_text()))
             else:
-                facts = preflight_mod.collect(handle, config.getoption("--lease-namespace"))
+                facts = preflight_mod.collect(handle, run_config(config).lease_namespace)
                 write_json(shared, facts.to_json())
-                if config.getoption("--report-dir"):
-                    write_json(Path(config.getoption("--report-dir")) / preflight_mod.FILE, facts.to_json())
+                if report_dir := run_config(config).report_dir:
+                    write_json(Path(report_dir) / preflight_mod.FILE, facts.to_json())
                 log.info("preflight: %d nodes, %.1fs, errors: %s", len(facts.nodes), facts.seconds, facts.errors or "none")
         finally:
             fcntl.flock(held, fcntl.LOCK_UN)

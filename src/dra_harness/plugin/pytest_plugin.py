@@ -43,7 +43,8 @@ from dra_harness.report.evidence import Evidence
 from dra_harness.kube import policy, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
-from dra_harness.options import OPTIONS
+from dra_harness.options import OPTIONS, RunConfig
+from dra_harness.plugin.stash import RUN_CONFIG, run_config
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.host import runtime_dirs
 from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
@@ -94,15 +95,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_LOCK_DIR_ENV] = tempfile.mkdtemp(prefix=f"dra-harness-{run_id}-")
         lifetime.terminate_as_interrupt()  # CI's SIGTERM runs teardown and the sweep, like Ctrl-C
     config.stash[RUN_ID] = run_id
-    config.stash[PROVIDER] = providers.create({o.dest: config.getoption(o.flag) for o in OPTIONS}, run_id)
+    config.stash[RUN_CONFIG] = RunConfig.of({o.dest: config.getoption(o.flag) for o in OPTIONS})
+    config.stash[PROVIDER] = providers.create(config.stash[RUN_CONFIG], run_id)
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
     config.addinivalue_line("markers", "simulated_devices: runs only where the contention nodes are simulated")
     config.addinivalue_line("markers", "requires(*needs): what the check needs of the cluster (dra_harness.checks.needs); "
                                        "not established at once, with the preflight's fact, when it is missing")
-    if workerinput is None and config.getoption("--report-dir"):
-        config.pluginmanager.register(_EvidenceWriter(Path(config.getoption("--report-dir"))), "dra-harness-evidence")
-        fp = Path(config.getoption("--report-dir")) / "fingerprint.json"
+    report_dir = run_config(config).report_dir
+    if workerinput is None and report_dir:
+        config.pluginmanager.register(_EvidenceWriter(Path(report_dir)), "dra-harness-evidence")
+        fp = Path(report_dir) / "fingerprint.json"
         if fp.is_file():  # written by `dra-harness run`, with the cluster already up
             config.pluginmanager.register(SchedulerTimings(config.stash[PROVIDER], fp), "dra-harness-scheduler-timings")
     if workerinput is None:
@@ -115,13 +118,13 @@ def _start_watchdog(config: pytest.Config, run_id: str) -> None:
     target = config.stash[PROVIDER].watchdog_target()
     kubeconfig, context = target or (None, None)
     config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), target is not None,
-                                                 kubeconfig, context, config.getoption("--lease-namespace"))
+                                                 kubeconfig, context, run_config(config).lease_namespace)
 
 
 def _check_inputs(config: pytest.Config) -> None:
     """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
     try:
-        inputs.check(config.stash[PROVIDER], config.getoption("--report-dir"))
+        inputs.check(config.stash[PROVIDER], run_config(config).report_dir)
     except inputs.ERRORS as e:
         raise pytest.UsageError(one_line(e)) from None
     config.stash[INPUTS_OK] = True
@@ -187,7 +190,7 @@ def _sweep(config: pytest.Config) -> bool:
     """Delete what this run created on a cluster that outlives it; whether nothing is left."""
     try:
         kube = config.stash[PROVIDER].connect()
-        left = sweep_run(kube, _run_id(config), lease_namespace=config.getoption("--lease-namespace"))
+        left = sweep_run(kube, _run_id(config), lease_namespace=run_config(config).lease_namespace)
     except HarnessError as e:  # a kubeconfig gone bad, an API server gone, a cluster gone: say so, one line
         sys.stderr.write(f"dra-harness: could not clean up run {_run_id(config)}: {e}\n")
         return False
@@ -204,16 +207,16 @@ def run_id(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     """The cluster under test, with typed access and the provider's actions."""
-    opt = request.config.getoption
+    opt = run_config(request.config)
     # One process of the run creates the cluster (where the provider creates one); the others reuse it.
     with _locked(run_id, "cluster", fcntl.LOCK_EX):
         handle = request.config.stash[PROVIDER].open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
-    handle.shell_image = opt("--shell-image")
-    if opt("--driver-daemonset"):
-        namespace, _, name = opt("--driver-daemonset").partition("/")
+    handle.shell_image = opt.shell_image
+    if opt.driver_daemonset:
+        namespace, _, name = opt.driver_daemonset.partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
     facts = gate.preflight_facts(request.config, handle, _lock_path(_run_id(request.config), "preflight"))
-    if facts.driver_daemonset and not opt("--driver-daemonset") and handle.driver_pods() is None:
+    if facts.driver_daemonset and not opt.driver_daemonset and handle.driver_pods() is None:
         # The profile's name is a hint; the DaemonSet found serving the driver is what its pods are.
         namespace, _, name = facts.driver_daemonset.partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
@@ -272,7 +275,7 @@ def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id:
     if not cluster.provider.outlives_run:
         yield None
         return
-    lock = ClusterLock(cluster.kube, run_id, request.config.getoption("--lease-namespace"))
+    lock = ClusterLock(cluster.kube, run_id, run_config(request.config).lease_namespace)
     try:
         yield lock
     finally:
@@ -353,7 +356,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
                         f"default ServiceAccount in {name}", namespace=name)
         yield name
     finally:
-        report_dir = request.config.getoption("--report-dir")
+        report_dir = run_config(request.config).report_dir
         _record_allocations(kube, name, report_dir, request.node.nodeid)
         if _failed(request.node):
             try:
@@ -361,7 +364,7 @@ def namespace(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: st
                                       Path(report_dir) if report_dir else None, slug)
             except KubeApiError as e:  # evidence, never a verdict of its own
                 log.warning("evidence of %s not saved: %s", name, one_line(e))
-            keep = request.config.getoption("--keep-on-failure")
+            keep = run_config(request.config).keep_on_failure
         if keep:
             kube.patch(rest.NAMESPACES, name, {"metadata": {"labels": {KEPT_LABEL: "true"}}})
         else:
@@ -411,9 +414,9 @@ def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterato
     """Provider actions for a ``disruptive`` test, within the safety rules of :mod:`dra_harness.checks.disruption`."""
     if request.node.get_closest_marker("disruptive") is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses disruptor but is not marked disruptive")
-    if not cluster.provider.harness_operated and not request.config.getoption("--allow-disruptive"):
+    if not cluster.provider.harness_operated and not run_config(request.config).allow_disruptive:
         pytest.skip(f"disruptive: pass --allow-disruptive to let it touch nodes labelled {DISRUPTABLE_LABEL}=true")
-    if request.config.getoption("--dry-run"):
+    if run_config(request.config).dry_run:
         nodes = [n["metadata"]["name"] for n in cluster.kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")]
         pytest.skip(f"dry run: would disrupt one of {', '.join(nodes) or 'no node (none is labelled)'}")
     lock: ClusterLock | None = request.getfixturevalue("cluster_lock")
@@ -423,7 +426,7 @@ def disruptor(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterato
 @pytest.fixture(scope="session")
 def tenant_label(request: pytest.FixtureRequest) -> str:
     """The pod label that names a tenant (``--tenant-label``)."""
-    return request.config.getoption("--tenant-label")
+    return run_config(request.config).tenant_label
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from dra_harness.errors import NotEstablished, Refused
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError
 from dra_harness.providers import incluster_kwok, node_guard, simulated_nodes
+from dra_harness.plugin.stash import run_config
 
 
 class SimulatedObjects(Protocol):
@@ -48,7 +49,7 @@ def run_kwok(config: pytest.Config, cluster, bodies: list[Obj], tag: str, what: 
     and makes it not established where the nodes would hurt another's workload (the guard's refusal).
     With ``--kwok-image`` it runs in the cluster as a Deployment, else as a local process."""
     nodes = len(bodies)
-    allowed, most = config.getoption("--allow-contention"), config.getoption("--simulated-nodes")
+    allowed, most = run_config(config).allow_contention, run_config(config).simulated_nodes
     if not allowed or most < nodes:
         pytest.skip(f"{what} adds {nodes} simulated (KWOK) nodes; on a cluster the run did not create it needs "
                     f"--allow-contention --simulated-nodes {max(nodes, most)} (given: "
@@ -57,12 +58,12 @@ def run_kwok(config: pytest.Config, cluster, bodies: list[Obj], tag: str, what: 
         node_guard.check(cluster.kube, bodies, cluster.run_id)  # before anything is started or added
     except Refused as e:  # the cluster's tenants forbid the nodes: the check cannot be made here, no product fault
         raise NotEstablished(str(e)) from e
-    if image := config.getoption("--kwok-image"):
-        selector = config.getoption("--kwok-node-selector")
+    if image := run_config(config).kwok_image:
+        selector = run_config(config).kwok_node_selector
         key, _, value = (selector or "").partition("=")
         return incluster_kwok.ClusterKwok(cluster.kube, tag, cluster.run_id, image, {key: value} if selector else {}).start()
-    kubeconfig = config.getoption("--kubeconfig") or os.environ.get("KUBECONFIG", "")
-    if config.getoption("--context") or os.pathsep in kubeconfig or not kubeconfig:
+    kubeconfig = run_config(config).kubeconfig or os.environ.get("KUBECONFIG", "")
+    if run_config(config).context or os.pathsep in kubeconfig or not kubeconfig:
         pytest.skip("simulated nodes on an existing cluster take one kubeconfig file and its current context")
     # Its log goes in the run's private directory, which the watchdog of a killed run removes.
     run_dir = os.environ.get("DRA_HARNESS_LOCK_DIR")

@@ -6,9 +6,7 @@ else asks the provider what it can do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from dra_harness.options import RunConfig
 from dra_harness.providers.base import Provider
 
 
@@ -21,6 +19,6 @@ def registry() -> dict[str, type[Provider]]:
     return {p.name: p for p in (EmbeddedProvider, ExistingProvider, KindProvider)}
 
 
-def create(options: Mapping[str, Any], run_id: str) -> Provider:
-    """The provider ``options["cluster"]`` names (default: the embedded cluster)."""
-    return registry()[options.get("cluster") or "local"](options, run_id)
+def create(config: RunConfig, run_id: str) -> Provider:
+    """The provider ``config.cluster`` names (default: the embedded cluster)."""
+    return registry()[config.cluster](config, run_id)

@@ -10,7 +10,7 @@ maps ``--cluster`` names to them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -21,6 +21,7 @@ from dra_harness.errors import InputError
 from dra_harness.kube.rest import Kube
 
 if TYPE_CHECKING:
+    from dra_harness.options import RunConfig
     from dra_harness.providers.embedded.cluster import LocalCluster
     from dra_harness.providers.handle import ClusterHandle
 
@@ -50,12 +51,14 @@ class StandaloneSpec:
 
 
 class Provider:
-    """One kind of cluster. Built from the run's options (by dest, see :mod:`dra_harness.options`)."""
+    """One kind of cluster. Built from the run's :class:`~dra_harness.options.RunConfig`."""
 
     name: ClassVar[str]
     #: The harness itself starts and stops the driver's kubelet-plugin processes. Elsewhere a
     #: DaemonSet replaces a stopped driver within seconds, so a driver cannot be held down.
     controls_driver: ClassVar[bool] = False
+    #: ``run`` gives this provider's new cluster a real kubelet node where the host can run one (``--real-nodes``).
+    starts_real_nodes: ClassVar[bool] = False
     #: The harness runs every process of this cluster itself, and nothing but its runs lives there:
     #: disruptive tests need no ``--allow-disruptive`` and the run needs no per-namespace role.
     harness_operated: ClassVar[bool] = False
@@ -96,8 +99,8 @@ class Provider:
         raise InputError(f"--provider {cls.name}: the harness does not restart this provider's driver in another "
                          f"configuration (the embedded cluster's, --provider local, it does)")
 
-    def __init__(self, options: Mapping[str, Any], run_id: str) -> None:
-        self.options = options
+    def __init__(self, config: RunConfig, run_id: str) -> None:
+        self.config = config
         self.run_id = run_id
 
     @property

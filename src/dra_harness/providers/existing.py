@@ -25,25 +25,25 @@ class ExistingProvider(Provider):
     name = "existing"
 
     def check_inputs(self) -> None:
-        if self.options.get("cluster_name"):
-            raise InputError(f"--cluster-name {self.options['cluster_name']}: no running embedded cluster of that name")
-        if not (self.options.get("kubeconfig") or os.environ.get("KUBECONFIG")):
+        if self.config.cluster_name:
+            raise InputError(f"--cluster-name {self.config.cluster_name}: no running embedded cluster of that name")
+        if not (self.config.kubeconfig or os.environ.get("KUBECONFIG")):
             raise InputError("--cluster=existing needs --kubeconfig (or KUBECONFIG)")
         kube = self.connect()  # without --kubeconfig: every file KUBECONFIG lists
         kube.request("GET", "/version", timeout=10)
-        if not self.options.get("driver"):
+        if not self.config.driver:
             profiles.detect(kube)
 
     def connect(self) -> Kube:
-        return connect(self.options.get("kubeconfig"), self.options.get("context"))  # None: every file KUBECONFIG lists
+        return connect(self.config.kubeconfig, self.config.context)  # None: every file KUBECONFIG lists
 
     def open(self, owner_pid: int) -> ClusterHandle:
-        return open_kubeconfig(self, self.options.get("kubeconfig"), self.options.get("context"))
+        return open_kubeconfig(self, self.config.kubeconfig, self.config.context)
 
     def watchdog_target(self) -> tuple[str | None, str | None] | None:
-        kubeconfig = self.options.get("kubeconfig")
+        kubeconfig = self.config.kubeconfig
         # Without --kubeconfig the watchdog inherits KUBECONFIG (possibly a list) from our environment.
-        return (str(Path(kubeconfig).resolve()) if kubeconfig else None, self.options.get("context"))
+        return (str(Path(kubeconfig).resolve()) if kubeconfig else None, self.config.context)
 
     def fingerprint_sources(self) -> FingerprintSources:
         kube = self.connect()
@@ -54,7 +54,7 @@ class ExistingProvider(Provider):
 def open_kubeconfig(provider: Provider, kubeconfig: str | None, context: str | None) -> ClusterHandle:
     """A handle on a cluster reached through a kubeconfig; the driver profile is detected unless named."""
     kube = connect(kubeconfig, context)
-    driver, expected_file = provider.options.get("driver"), provider.options.get("expected_hardware")
+    driver, expected_file = provider.config.driver, provider.config.expected_hardware
     profile = profiles.by_name(driver) if driver else profiles.detect(kube)
     expected = load_hardware(expected_file) if expected_file else observed_hardware(kube, profile)
     path = Path(kubeconfig) if kubeconfig else Path("~/.kube/config")

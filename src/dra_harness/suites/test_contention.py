@@ -46,6 +46,7 @@ from dra_harness.contention.topology import Topology
 from dra_harness.kube.waits import WaitError
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
 from dra_harness.plugin.simulated import run_kwok
+from dra_harness.plugin.stash import run_config
 
 #: The shipped scenarios (the checkout's scenarios/ links there), and the suite's own small topology.
 SCENARIOS = data.path("scenarios")
@@ -103,7 +104,7 @@ def _choose_compression(topology: Topology, walls: list[float]) -> None:
 
 
 def _out_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    report = request.config.getoption("--report-dir")
+    report = run_config(request.config).report_dir
     base = Path(report) if report else tmp_path_factory.mktemp("report")
     return base, base / "contention"
 
@@ -112,7 +113,7 @@ def _out_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[Topology]:
     sc: Scenario = load(request.param)
     kwok = None
-    if cluster.provider.simulates_nodes or request.config.getoption("--simulated-nodes"):
+    if cluster.provider.simulates_nodes or run_config(request.config).simulated_nodes:
         topo = Topology(cluster.kube, sc, run_id)
         if not cluster.provider.simulates_nodes:
             kwok = run_kwok(request.config, cluster, topo.node_bodies(), topo.tag, "contention")
@@ -138,7 +139,7 @@ def topology(request: pytest.FixtureRequest, cluster, run_id: str) -> Iterator[T
 
 def _real_devices(config: pytest.Config, cluster, sc: Scenario, run_id: str) -> RealDevices:
     """On a cluster we did not create, without simulated nodes: the labelled nodes' own devices, if allowed."""
-    if not config.getoption("--allow-contention"):
+    if not run_config(config).allow_contention:
         pytest.skip(f"contention on a cluster the run did not create needs --allow-contention: its jobs run on the nodes "
                     f"labelled {CONTENTION_ALLOWED_LABEL}=true (or, with --simulated-nodes N, on simulated nodes)")
     return RealDevices(cluster.kube, sc, run_id, cluster.probe_image, cluster.driver, _identity(cluster))

@@ -17,6 +17,7 @@ import pytest
 from dra_harness.checks import nvml_probe
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, allocated_node
+from dra_harness.plugin.stash import run_config
 
 SCRIPT_CONFIGMAP = "nvml-probe"
 
@@ -49,7 +50,7 @@ def probe(request, cluster) -> Probe:
     """The hook: skips unless the driver is checked through NVML and a probe image is given (before any namespace exists)."""
     if cluster.profile.container_view != "nvml":
         pytest.skip(f"the {cluster.profile.name} profile's containers are not checked with NVML (real NVIDIA GPUs only)")
-    image = request.config.getoption("--probe-image") or cluster.provider.nvml_probe_image
+    image = run_config(request.config).probe_image or cluster.provider.nvml_probe_image
     if not image:
         pytest.skip("pass --probe-image (an image with python3 and nvidia-ml-py) to check what containers see")
     if not cluster.runs_containers():

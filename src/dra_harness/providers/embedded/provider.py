@@ -37,6 +37,7 @@ from dra_harness.providers.hardware import Hardware, load_hardware
 class EmbeddedProvider(Provider):
     name = "local"
     controls_driver = True
+    starts_real_nodes = True
     harness_operated = True
     simulates_nodes = True
     workload_image = WORKLOAD_IMAGE
@@ -99,18 +100,18 @@ class EmbeddedProvider(Provider):
     @functools.cached_property
     def cluster(self) -> LocalCluster:
         """One object for the whole run: its supervisor holds the processes it started (to reap them)."""
-        return LocalCluster(self.options.get("cluster_name") or f"run-{self.run_id}")
+        return LocalCluster(self.config.cluster_name or f"run-{self.run_id}")
 
     @property
     def outlives_run(self) -> bool:
-        return bool(self.options.get("cluster_name"))
+        return bool(self.config.cluster_name)
 
     @property
     def embedded(self) -> LocalCluster:
         return self.cluster
 
     def check_inputs(self) -> None:
-        name = self.options.get("cluster_name")
+        name = self.config.cluster_name
         if name and LocalCluster(name).state() is None:
             raise InputError(f"--cluster-name {name}: no running embedded cluster of that name")
         owner = (st := self.cluster.state()) and st.spec.owner_pid
@@ -118,23 +119,23 @@ class EmbeddedProvider(Provider):
         if not name and owner and lifetime.alive(owner) and owner not in lifetime.lineage():
             raise InputError(f"--run-id {self.run_id}: the embedded cluster {self.cluster.name} belongs to a run still "
                              f"going (pid {owner}); give this run another id")
-        real = self.options.get("real_nodes") or 0
+        real = self.config.real_nodes or 0
         reason = unavailable_reason() if real else None
         if reason:
             raise InputError(f"--real-nodes {real}: {reason}")
-        driver = _driver(self.options.get("driver"))
+        driver = _driver(self.config.driver)
         st = self.cluster.state() if name else None
-        if st is not None and self.options.get("driver") and st.spec.driver != driver:
-            raise InputError(f"--driver {self.options['driver']}: cluster {name} runs the {st.spec.driver} driver")
-        gpus = self.options.get("gpus_per_node", 8)
+        if st is not None and self.config.driver and st.spec.driver != driver:
+            raise InputError(f"--driver {self.config.driver}: cluster {name} runs the {st.spec.driver} driver")
+        gpus = self.config.gpus_per_node
         if driver == "nvidia" and not name and gpus > emulated_gpus.GPUS:
             raise InputError(f"--gpus-per-node {gpus}: the emulated NVIDIA nodes have at most {emulated_gpus.GPUS} GPUs")
 
     def _spec(self, owner_pid: int) -> ClusterSpec:
-        opt = self.options
-        return ClusterSpec(name=self.cluster.name, nodes=opt.get("nodes", 4), gpus_per_node=opt.get("gpus_per_node", 8),
-                           k8s_version=opt.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
-                           owner_pid=owner_pid, real_nodes=opt.get("real_nodes") or 0, driver=_driver(opt.get("driver")))
+        opt = self.config
+        return ClusterSpec(name=self.cluster.name, nodes=opt.nodes, gpus_per_node=opt.gpus_per_node,
+                           k8s_version=opt.k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
+                           owner_pid=owner_pid, real_nodes=opt.real_nodes or 0, driver=_driver(opt.driver))
 
     def prepare(self, console: Console) -> None:
         spec = self._spec(os.getpid())
@@ -156,7 +157,7 @@ class EmbeddedProvider(Provider):
             note = f"reusing embedded cluster {cluster.name}"
         state = cluster.state()
         assert state is not None
-        expected_file = self.options.get("expected_hardware")
+        expected_file = self.config.expected_hardware
         expected = load_hardware(expected_file) if expected_file else local_hardware(state.spec)
         handle = ClusterHandle(self, cluster.kube(), cluster.kubeconfig, self.run_id, expected,
                                profiles.by_name(state.spec.driver_name), expected_source="file" if expected_file else "provider")
@@ -180,7 +181,7 @@ class EmbeddedProvider(Provider):
         sources: dict[str, Callable[[], str]] = {
             c: functools.partial(cluster.metrics, c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         }
-        extra = {"cluster": {"nodes": self.options.get("nodes", 4), "gpus_per_node": self.options.get("gpus_per_node", 8)}}
+        extra = {"cluster": {"nodes": self.config.nodes, "gpus_per_node": self.config.gpus_per_node}}
         st = cluster.state()
         spec = st.spec if st is not None else self._spec(os.getpid())
         return cluster.kube(), sources, driver_description(spec), extra

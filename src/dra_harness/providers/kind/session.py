@@ -55,11 +55,11 @@ class KindProvider(Provider):
 
     @property
     def cluster_name(self) -> str:
-        return self.options.get("cluster_name") or f"dra-run-{self.run_id}"[:40]
+        return self.config.cluster_name or f"dra-run-{self.run_id}"[:40]
 
     @property
     def outlives_run(self) -> bool:
-        return bool(self.options.get("cluster_name"))
+        return bool(self.config.cluster_name)
 
     @property
     def harness_operated(self) -> bool:  # type: ignore[override]
@@ -69,7 +69,7 @@ class KindProvider(Provider):
     def check_inputs(self) -> None:
         """One-line errors before anything is created: no way to a Docker engine, no Go to build kind and Helm."""
         try:
-            provider.check_prerequisites(self.options.get("kind_install", "auto"))
+            provider.check_prerequisites(self.config.kind_install)
         except provider.KindError as e:
             raise InputError(str(e)) from None
 
@@ -78,22 +78,22 @@ class KindProvider(Provider):
         return self.connect() if self.outlives_run and provider.is_ready(self.cluster_name) else None
 
     def spec(self) -> provider.KindSpec:
-        opt = self.options
+        opt = self.config
         return provider.KindSpec(
             name=self.cluster_name,
-            k8s_version=opt.get("k8s_version") or catalog.DEFAULT_KUBERNETES_VERSION,
-            workers=opt.get("nodes", 4),
-            gpus_per_node=opt.get("gpus_per_node", 8),
-            node_image=opt.get("kind_node_image"),
-            driver_image=opt.get("driver_image"),
-            install=opt.get("kind_install", "auto"),
+            k8s_version=opt.k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
+            workers=opt.nodes,
+            gpus_per_node=opt.gpus_per_node,
+            node_image=opt.kind_node_image,
+            driver_image=opt.driver_image,
+            install=opt.kind_install,
             driver=self.driver,
         )
 
     @property
     def driver(self) -> str:
         """``nvidia`` when the run asks for NVIDIA's profile (``--driver nvidia`` or ``gpu.nvidia.com``), else ``example``."""
-        return "nvidia" if self.options.get("driver") in ("nvidia", nvidia.DRIVER) else "example"
+        return "nvidia" if self.config.driver in ("nvidia", nvidia.DRIVER) else "example"
 
     @property
     def nvml_probe_image(self) -> str | None:
