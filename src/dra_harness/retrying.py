@@ -8,7 +8,7 @@ own explanatory error. Each retry is logged at DEBUG on the caller's logger.
 
 Not here: watches and the waits built on them (:mod:`dra_harness.kube.waits` reconnects
 with its own backoff and says in its timeout how long the API server was away), and the
-loops the README's "Retries" note lists.
+loops docs/logs.md's "Retries" note lists.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Real-node figures: how long a real node takes to become Ready, and how long a pod with a
 claim takes to start on it (scheduled, prepared by the driver, container running).
 
-Printed, never asserted: they depend on the machine (figures in the README come from here).
+Printed, never asserted: they depend on the machine (figures in docs/figures.md come from here).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ than that), and the scheduler's own timers — a pod parked as unschedulable is 
 minutes of wall time whatever happens, and is retried at once only when a cluster event's queueing
 hint says it may now fit. A retry that only a timer would bring never comes within a step, so the pod
 waits on in scenario time until an event (a completion) moves it: what an idle real scheduler would do
-within seconds is then late by up to the next event. The README's *Contention in virtual time* says so.
+within seconds is then late by up to the next event. docs/contention.md's *Contention in virtual time* says so.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The driver's e2e (sigs.k8s.io/dra-example-driver v0.4.0, ``test/e2e``) is how its authors
 decide a release works; a user validating a version wants the same specs asked of their
-cluster. Most map onto checks elsewhere (the README's parity table says where); this
+cluster. Most map onto checks elsewhere (docs/parity.md's table says where); this
 module holds the rest, each named after the spec it mirrors, asserting what upstream
 asserts and the outcome a user relies on (which device, shared with whom). Where a version
 cannot pass a spec, the check skips with the reason (the API version it does not serve),

@@ -1,7 +1,7 @@
 """What a cluster's listening sockets offer a local user who holds no credential.
 
 Why: the harness runs everything as root on a shared machine, so any listener another
-user can reach is a way to root unless it authenticates. The README states where each
+user can reach is a way to root unless it authenticates. docs/embedded-cluster.md states where each
 process listens and how it authenticates; this module checks that claim from the
 kernel's view (each process's socket descriptors against ``/proc/<pid>/net/tcp{,6}``),
 so a flag change that makes something listen on the node IP or 0.0.0.0 is caught, and
