@@ -12,7 +12,7 @@ from rich.console import Console
 
 from dra_harness.bench.scheduler_perf import WORKLOADS
 from dra_harness.bench.throughput import Throughput
-from dra_harness.cli.common import k8s_version_option
+from dra_harness.cli.common import k8s_version_option, table_option
 
 err = Console(stderr=True)
 
@@ -24,8 +24,8 @@ def bench() -> None:
 
 @bench.command("cluster")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20))
-@click.option("--nodes", default=4, show_default=True)
-@click.option("--gpus-per-node", default=8, show_default=True)
+@table_option("nodes")
+@table_option("gpus_per_node")
 @k8s_version_option
 def bench_cluster(runs: int, nodes: int, gpus_per_node: int, k8s_version: str) -> None:
     """Warm `cluster up` to all slices ready, `cluster down`, and memory."""

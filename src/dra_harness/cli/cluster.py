@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from dra_harness.cli.common import k8s_version_option
+from dra_harness.cli.common import k8s_version_option, table_option
 from dra_harness import providers
 from dra_harness.providers import driver_configs
 from dra_harness.providers.chart_values import helm_user_args
@@ -52,18 +52,16 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 
 @cluster.command()
 @name_option
-@click.option("--nodes", default=4, show_default=True, type=click.IntRange(1, 64))
-@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@table_option("nodes")
+@table_option("gpus_per_node")
 @k8s_version_option
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for readiness.")
-@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
-              help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
+@table_option("real_nodes", help="Nodes with a real kubelet and containerd (default: 1 where possible, else 0 with the reason).")
 @click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True,
               help="local: embedded cluster; kind: a kind cluster (Docker) with the driver installed by its own Helm chart.")
-@click.option("--node-image", help="kind: node image (default: built here for --k8s-version).")
-@click.option("--driver-image", help="kind: example-driver image (default: built from the Go-built plugin).")
-@click.option("--install", type=click.Choice(["auto", "helm", "manifests"]), default="auto", show_default=True,
-              help="kind: install the driver with its own Helm chart (auto, helm) or our manifests.")
+@table_option("kind_node_image", "--node-image")
+@table_option("driver_image")
+@table_option("kind_install", "--install")
 @click.option("--driver", type=click.Choice(["example", "nvidia"]), default="example", show_default=True,
               help="example: the SIGs example driver; nvidia: NVIDIA's DRA driver on emulated GPUs (H100, at most 8 per node).")
 @click.option("--driver-config", "driver_config", multiple=True, metavar="NAME", callback=_config_names,
@@ -73,7 +71,7 @@ name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, he
 @click.option("--helm-values", "helm_values", multiple=True, metavar="FILE",
               help="kind: a values file for the driver's Helm chart (repeatable); --helm-set pairs win over it.")
 def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: float, real_nodes: int | None,
-       provider: str, node_image: str | None, driver_image: str | None, install: str, driver: str,
+       provider: str, kind_node_image: str | None, driver_image: str | None, kind_install: str, driver: str,
        driver_config: tuple[str, ...], helm_set: tuple[str, ...], helm_values: tuple[str, ...]) -> None:
     """Start a cluster; returns when every node's slices hold all its devices."""
     chosen = providers.registry()[provider]
@@ -85,7 +83,7 @@ def up(name: str, nodes: int, gpus_per_node: int, k8s_version: str, timeout: flo
         raise click.BadParameter(f"the driver's Helm chart runs on kind, not --provider {provider} "
                                  "(use --driver-config there)", param_hint="--helm-set/--helm-values")
     kubeconfig = chosen.up_standalone(
-        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, node_image, driver_image, install, driver,
+        StandaloneSpec(name, nodes, gpus_per_node, k8s_version, timeout, real_nodes, kind_node_image, driver_image, kind_install, driver,
                        helm_user_args(helm_set, helm_values)), err)
     if driver_config:
         chosen.configure_standalone(name, driver_config, (), timeout, err)

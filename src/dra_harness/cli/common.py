@@ -3,9 +3,11 @@ and a throwaway embedded cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 from rich.console import Console
@@ -16,11 +18,28 @@ from dra_harness.components import catalog
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
 
-from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION
+from dra_harness.options import BY_DEST, Option
+
+
+def click_option(o: Option, *also: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click form of one option of the shared table; ``also``: other spellings a command still accepts."""
+    if o.is_flag:
+        return click.option(o.flag, *also, is_flag=True, help=o.help)
+    kind: Any = (click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range
+                 else click.Path(file_okay=o.path == "file", dir_okay=o.path == "dir") if o.path else o.type)
+    return click.option(o.flag, *also, o.dest, type=kind, default=o.default, show_default=o.default is not None,
+                        metavar=o.metavar, help=o.help)
+
+
+def table_option(dest: str, *also: str, **changes: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's option declared by the run options' table (one flag, one spelling, one help), with the
+    ``changes`` (default, range, help) that command needs."""
+    return click_option(dataclasses.replace(BY_DEST[dest], **changes), *also)
+
 
 #: ``--k8s-version`` for commands that start or build a cluster of one version.
-k8s_version_option = click.option("--k8s-version", type=click.Choice(KUBERNETES_VERSIONS), default=DEFAULT_KUBERNETES_VERSION,
-                                  show_default=True, help="Kubernetes version.")
+k8s_version_option = table_option("k8s_version", default=DEFAULT_KUBERNETES_VERSION, help="Kubernetes version.")
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from rich.progress import (
 from rich.table import Table
 
 from dra_harness import heartbeat
-from dra_harness.cli.common import embedded_cluster, k8s_version_option
+from dra_harness.cli.common import embedded_cluster, k8s_version_option, table_option
 from dra_harness.report import rundir
 from dra_harness.components import catalog
 from dra_harness.bench import scheduler_perf
@@ -207,7 +207,7 @@ def print_floor(floor: dict) -> None:
 
 @click.command("allocation")
 @click.option("--rate", default=20.0, show_default=True, type=click.FloatRange(0.1, 200), help="Claims created per second.")
-@click.option("--nodes", default=100, show_default=True, type=click.IntRange(1, 200), help="Simulated nodes.")
+@table_option("nodes", default=100, range=(1, 200), help="Simulated nodes.")
 @click.option("--devices-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
 @click.option("--claims", default=400, show_default=True, type=click.IntRange(1, 5000), help="Claims (one pod each) in all.")
 @click.option("--hold", default=2.0, show_default=True, type=click.FloatRange(0.1, 600), help="Seconds each pod holds its device.")

@@ -12,9 +12,10 @@ from rich.console import Console
 from dra_harness import yamlfile
 from dra_harness.checks.lint import Document, Report, lint as run_lint
 from dra_harness.cli.common import embedded_cluster
-from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION
 from dra_harness.errors import InputError
 from dra_harness.providers.hardware import hardware_slices, load_hardware
+from dra_harness.cli.common import table_option
 
 err = Console(stderr=True)
 
@@ -33,9 +34,8 @@ def _documents(files: tuple[str, ...]) -> list[Document]:
 
 @click.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--k8s-version", type=click.Choice(KUBERNETES_VERSIONS), default=None,
-              help=f"Check against an embedded cluster of this version, started and removed by lint "
-                   f"(default {DEFAULT_KUBERNETES_VERSION}, unless KUBECONFIG names a cluster).")
+@table_option("k8s_version", help=f"Check against an embedded cluster of this version, started and removed by lint "
+                                 f"(default {DEFAULT_KUBERNETES_VERSION}, unless KUBECONFIG names a cluster).")
 @click.option("--kubeconfig", help="Check against this cluster instead (server-side dry run: nothing is created).")
 @click.option("--context", help="kubeconfig context.")
 @click.option("--name", "cluster_name", help="Check against the running embedded cluster of this name.")

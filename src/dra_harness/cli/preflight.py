@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dra_harness.cli.run import click_option
+from dra_harness.cli.common import click_option
 from dra_harness.options import OPTIONS
 
 err = Console(stderr=True)

@@ -17,19 +17,10 @@ from rich.console import Console
 from dra_harness.components import background
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
-from dra_harness.options import OPTIONS, Option
+from dra_harness.cli.common import click_option
+from dra_harness.options import OPTIONS
 
 err = Console(stderr=True)
-
-
-def click_option(o: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click form of one option of the shared table."""
-    if o.is_flag:
-        return click.option(o.flag, is_flag=True, help=o.help)
-    kind: Any = (click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range
-                 else click.Path(file_okay=o.path == "file", dir_okay=o.path == "dir") if o.path else o.type)
-    return click.option(o.flag, type=kind, default=o.default, show_default=o.default is not None, metavar=o.metavar,
-                        help=o.help)
 
 
 def shared_options(f: Callable[..., Any]) -> Callable[..., Any]:

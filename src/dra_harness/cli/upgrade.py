@@ -25,6 +25,7 @@ from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.report import rundir, summary
 from dra_harness.report.files import write_json
 from dra_harness.upgrade import faults, plan, record, runner
+from dra_harness.cli.common import table_option
 
 console = Console(width=None if Console().is_terminal else 130)
 VERSIONS = click.Choice(sorted(catalog.KUBERNETES_VERSIONS))
@@ -68,9 +69,8 @@ def print_result(result: runner.UpgradeResult) -> None:
 @click.option("--driver-daemonset", type=click.Choice(sorted(driver_daemonset_mod.STRATEGIES)),
               help="Run the first real node's driver as a DaemonSet's pod, as clusters do, and roll it by its image: "
                    "surge (the chart's: the new pod beside the old) or replace (a DaemonSet's default: the old pod goes first).")
-@click.option("--real-nodes", type=click.IntRange(0, 4), default=None,
-              help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
-@click.option("--nodes", default=4, show_default=True, type=click.IntRange(2, 16), help="Simulated nodes.")
+@table_option("real_nodes", help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")
+@table_option("nodes", range=(2, 16))
 @click.option("--report-dir", type=click.Path(file_okay=False),
               help="The run directory: upgrade/ holds the evidence, signoff.html the report (default: reports/out/<run-id>).")
 @click.option("--inject", multiple=True, type=click.Choice(sorted(faults.FAULTS)),
