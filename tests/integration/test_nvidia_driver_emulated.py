@@ -23,6 +23,7 @@ from dra_harness.kube.pods import pod_claims, wait_running
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded import driver_webhook, nvidia_driver
 from dra_harness.providers.profiles import by_name
+from dra_harness.components import nvidia_chart
 
 pytestmark = pytest.mark.cluster
 NVIDIA = by_name("nvidia")
@@ -71,13 +72,13 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
         published = set().union(*(d["attributes"] for d in devices))
         assert set(NVIDIA.attributes.values()) - published == NOT_EMULATED, published
 
-        for cls in nvidia_driver.chart_device_classes(version):
+        for cls in nvidia_chart.chart_device_classes(version):
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
                 created.append(cls["metadata"]["name"])
             except rest.Conflict:
                 pass
-        assert NVIDIA.device_class in {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes(version)}
+        assert NVIDIA.device_class in {c["metadata"]["name"] for c in nvidia_chart.chart_device_classes(version)}
         kube.create(rest.RESOURCE_CLAIM_TEMPLATES, builders.claim_template("one-gpu", run_id, [
             builders.exactly("gpu", NVIDIA.device_class)]), ns)
         kube.create(rest.PODS, builders.pod("uses-one", run_id, {"gpu": {"template": "one-gpu"}}, node_name=node), ns)
@@ -108,7 +109,7 @@ def test_nvidia_s_plugin_publishes_the_emulated_h100s_and_the_chart_s_class_allo
 
 
 def test_the_chart_s_device_classes_are_read_from_the_module():
-    classes = {c["metadata"]["name"]: c["spec"]["selectors"][0]["cel"]["expression"] for c in nvidia_driver.chart_device_classes("0.5.0")}
+    classes = {c["metadata"]["name"]: c["spec"]["selectors"][0]["cel"]["expression"] for c in nvidia_chart.chart_device_classes("0.5.0")}
     assert classes == {"gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
                        "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
     assert nvml.PROFILES["h100"].startswith("8x")
@@ -118,8 +119,8 @@ def test_the_chart_s_device_classes_are_read_from_the_module():
 def test_the_profile_names_the_daemonset_and_classes_the_chart_of_each_release_makes(version):
     """The profile's DaemonSet is a hint (preflight finds the one serving the driver by its host paths), but a
     stale hint is what a cluster without preflight rights falls back on: it must be the chart's."""
-    assert NVIDIA.driver_daemonset[1] == nvidia_driver.chart_daemonset(version)
-    assert {c["metadata"]["name"] for c in nvidia_driver.chart_device_classes(version)} == set(NVIDIA.device_classes.values())
+    assert NVIDIA.driver_daemonset[1] == nvidia_chart.chart_daemonset(version)
+    assert {c["metadata"]["name"] for c in nvidia_chart.chart_device_classes(version)} == set(NVIDIA.device_classes.values())
 
 
 def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plugin_takes_the_slice_over(small_cluster):
@@ -138,7 +139,7 @@ def test_a_roll_from_v0_4_1_to_v0_5_0_keeps_a_running_pod_s_gpu_and_the_new_plug
         slices = mine(watch_until(kube, rest.RESOURCE_SLICES, lambda items: len(nvidia_driver.identities(mine(items), node)) == 8,
                                   120, f"v0.4.1 to publish {node}'s 8 GPUs"))
         before, generation = nvidia_driver.identities(slices, node), slices[0]["metadata"]["generation"]
-        for cls in nvidia_driver.chart_device_classes("0.5.0"):
+        for cls in nvidia_chart.chart_device_classes("0.5.0"):
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
                 created.append(cls["metadata"]["name"])

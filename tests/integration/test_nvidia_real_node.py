@@ -24,6 +24,7 @@ from dra_harness.kube.waits import watch_until
 from dra_harness.providers.embedded import nvidia_driver, realcluster
 from dra_harness.providers.embedded.realnode import unavailable_reason
 from dra_harness.providers.profiles import by_name
+from dra_harness.components import nvidia_chart
 
 from .conftest import REAL_NODE
 
@@ -43,7 +44,7 @@ def nvidia_node(real_cluster):
         watch_until(kube, rest.RESOURCE_SLICES, lambda items: sum(len(s["spec"].get("devices") or []) for s in items) == 8,
                     120, f"NVIDIA's plugin to publish {REAL_NODE}'s 8 GPUs",
                     field_selector=f"spec.driver={nvidia_driver.DRIVER},spec.nodeName={REAL_NODE}")
-        for cls in nvidia_driver.chart_device_classes():
+        for cls in nvidia_chart.chart_device_classes():
             try:
                 kube.create(rest.DEVICE_CLASSES, cls)
                 created.append(cls["metadata"]["name"])

@@ -259,18 +259,29 @@ def _kueue_if(design: str, cluster, topology: Topology) -> Iterator[queue.KueueQ
 @pytest.mark.simulated_devices
 @pytest.mark.parametrize("topology", [SMALL], indirect=True, ids=["small"])
 def test_negative_control_a_hung_job_and_a_job_never_created_are_counted_lost(topology, cluster, tmp_path, evidence):
-    """Fault injection: one pod never completes (no run duration), one is never sent."""
-    # No verdict is read here, only the accounting: 3x the file's compression ends the hung job's wait sooner.
-    topology.scenario = dataclasses.replace(topology.scenario, time_compression=3 * topology.scenario.time_compression)
+    """Fault injection: one job never finishes, one is never sent; both must be counted lost, with the reason.
 
-    def inject(jobs, arrivals):
-        arrivals[0]["body"]["metadata"]["annotations"].pop("dra-harness.io/run-duration")
-        arrivals.pop()
+    In the clock the designs ran in: in wall time a pod without a run duration, which KWOK never ends, is
+    still running at the deadline; in virtual time, where the harness itself ends every pod, a pod no node
+    may take hangs unscheduled to the end of the scenario (seconds, not the wall-time run's 15)."""
+    with _virtual_clock(cluster, topology) as scheduler:
+        if scheduler is None:
+            # No verdict is read here, only the accounting: 3x the file's compression ends the hung job's wait sooner.
+            topology.scenario = dataclasses.replace(topology.scenario, time_compression=3 * topology.scenario.time_compression)
 
-    result = runner.run_design(cluster.kube, topology, "shared", tmp_path, cluster.server_version().lstrip("v"),
-                               inject=inject, grace_s=5.0)
-    evidence.record(lost=result["lost"])
+        def inject(jobs, arrivals):
+            body = arrivals[0]["body"]
+            if scheduler is None:
+                body["metadata"]["annotations"].pop("dra-harness.io/run-duration")
+            else:
+                body["spec"]["nodeSelector"] = {**body["spec"].get("nodeSelector", {}), "dra-harness.io/no-such-node": "true"}
+            arrivals.pop()
+
+        result = runner.run_design(cluster.kube, topology, "shared", tmp_path, cluster.server_version().lstrip("v"),
+                                   inject=inject, grace_s=5.0, scheduler=scheduler)
+    evidence.record(lost=result["lost"], clock=result["clock"])
     with pytest.raises(AssertionError, match=r"2 of .* jobs lost"):
         assert_every_job_accounted_for(result)
     reasons = sorted(result["lost"].values())
-    assert reasons == ["never created", "still running at the deadline"], reasons
+    hung = "still running at the deadline" if scheduler is None else "never started"
+    assert reasons[0] == "never created" and reasons[1].startswith(hung), reasons

@@ -50,6 +50,7 @@ from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
 from dra_harness.providers import driver_configs
 from dra_harness.components import emulated_gpus
+from dra_harness.components import nvidia_chart
 from dra_harness.host import runtime_dirs
 from dra_harness.providers.embedded import commands, realcluster
 from dra_harness.providers.embedded.ports import take as take_ports
@@ -383,9 +384,7 @@ class LocalCluster:
 
     def _create_device_classes(self, kube: Kube, spec: ClusterSpec) -> None:
         if spec.driver == "nvidia":  # the classes NVIDIA's chart installs, read from the release's module
-            from dra_harness.providers.embedded.nvidia_driver import chart_device_classes  # it builds on this module
-
-            for cls in chart_device_classes(spec.nvidia_version):
+            for cls in nvidia_chart.chart_device_classes(spec.nvidia_version):
                 kube.create(rest.DEVICE_CLASSES, cls)
             return
         # What the example driver's Helm chart installs: one class named after the driver.
