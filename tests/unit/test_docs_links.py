@@ -1,15 +1,19 @@
 """The README stays short over a docs site whose links resolve.
 
-Pure Python and fast: no network, no mkdocs. Every relative markdown link in README.md and docs/*.md
+Fast, no network. Every relative markdown link in README.md and docs/*.md
 points to a file that exists, and a link with an anchor into a markdown page to a heading that produces
 that anchor (GitHub's slug rule); every docs page is in mkdocs.yml's nav and in the README's index; the
-README is at most 250 lines and still holds the two set-up commands. The negative control runs the same
-checker on a small page with broken links and expects each one reported.
+README is at most 250 lines and still holds the two set-up commands; and mkdocs builds the site in
+strict mode. The negative controls run the same checker on a small page with broken links and expect
+each one reported, and give mkdocs a page with a broken anchor.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -147,3 +151,25 @@ def test_negative_control_the_checker_reports_broken_links(tmp_path):
     for target in ("(missing.md)", "(other.md#no-such-heading)", "(figures/none.png)", "(#nothing-here)"):
         assert any(target in p for p in problems), (target, problems)
     assert "not-a-heading" not in anchors(page)
+
+
+def _mkdocs_strict(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir",
+                           str(site)], capture_output=True, text=True, timeout=120)
+
+
+def test_the_docs_site_builds_with_mkdocs_in_strict_mode(tmp_path):
+    """The site itself, as mkdocs renders it (its own anchor rule too): a warning fails the build."""
+    built = _mkdocs_strict(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert (tmp_path / "site" / "upgrades" / "index.html").is_file()
+
+
+def test_negative_control_a_broken_anchor_fails_the_strict_build(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs)
+    (docs / "report.md").write_text((docs / "report.md").read_text() + "\nSee [nowhere](upgrades.md#no-such-heading).\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text((ROOT / "mkdocs.yml").read_text().replace("docs_dir: docs", f"docs_dir: {docs}"))
+    built = _mkdocs_strict(config, tmp_path / "site")
+    assert built.returncode != 0 and "no-such-heading" in built.stdout + built.stderr
