@@ -20,6 +20,7 @@ from typing import Any
 
 import celpy
 import celpy.celtypes as ct
+from celpy import celparser, evaluation
 
 from dra_harness.checks import celtypes
 from dra_harness.errors import CheckError
@@ -105,7 +106,7 @@ def _compiled(expression: str):
     env = celpy.Environment()
     try:
         tree = env.compile(expression)
-    except celpy.CELParseError as e:
+    except celparser.CELParseError as e:
         raise SelectorError(f"selector does not compile: {expression}") from e
     try:
         celtypes.check(tree)
@@ -179,9 +180,9 @@ def evaluate(expression: str, driver: str, device: dict) -> Outcome:
         return Outcome(False, objection, rejected=True)
     try:
         result = program.evaluate(activation(driver, device))
-    except celpy.CELEvalError as e:
+    except evaluation.CELEvalError as e:
         return Outcome(False, str(e.args[0]) if e.args else str(e))
-    if isinstance(result, celpy.CELEvalError):
+    if isinstance(result, evaluation.CELEvalError):
         return Outcome(False, str(result.args[0]) if result.args else str(result))
     if not isinstance(result, ct.BoolType):  # compiled as dyn; the scheduler refuses a non-bool at evaluation
         return Outcome(False, f"the selector evaluated to {type(result).__name__.removesuffix('Type').lower()}, not a bool")

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from dra_harness.errors import KubeApiError
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 #: (verb, group, resource, subresource, what a grant means); a node-local driver needs none of these.

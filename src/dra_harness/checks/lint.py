@@ -19,7 +19,8 @@ from typing import Any
 from dra_harness.checks import cel
 from dra_harness.checks.diagnose import ClusterView, misspelt, requests_of, selectors_of
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 
 #: Where a workload keeps its pod template.
 WORKLOADS = {"Deployment": "spec.template", "StatefulSet": "spec.template", "DaemonSet": "spec.template",

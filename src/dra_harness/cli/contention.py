@@ -36,7 +36,8 @@ from dra_harness.bench.burst import burst
 from dra_harness.contention import bench as bench_mod
 from dra_harness.contention import compare, plots, queue, runner
 from dra_harness.contention import floor as floor_mod
-from dra_harness.contention.scenario import DESIGNS, ScenarioError, load, seconds
+from dra_harness.contention.scenario import DESIGNS, ScenarioError, load
+from dra_harness.yamlfile import seconds
 from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.rest import Kube

@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from dra_harness.contention.scenario import Scenario, Tier, seconds
+from dra_harness.contention.scenario import Scenario, Tier
+from dra_harness.yamlfile import seconds
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from dra_harness.contention.settle import Metrics
 from dra_harness.kube import kueue_api, rest
 from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
 from dra_harness.kube.mirror import Mirror
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import DRIVER, NODE_LABEL, Topology

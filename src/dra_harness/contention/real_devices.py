@@ -29,7 +29,8 @@ from dra_harness.contention import floor
 from dra_harness.contention.scenario import NodeGroup, Scenario, ScenarioError
 from dra_harness.contention.topology import NODE_LABEL, Device, Topology
 from dra_harness.kube import builders, rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL
 
 

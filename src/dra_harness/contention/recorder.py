@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Gone, Kube, Obj, Unreachable
+from dra_harness.kube.rest import Gone, Kube, Unreachable
+from dra_harness.kube.types import Obj
 
 
 @dataclass

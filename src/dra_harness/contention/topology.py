@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_nodes_ready
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.labels import KWOK_ANNOTATION
 from dra_harness.contention.scenario import Scenario

@@ -35,7 +35,8 @@ from dra_harness.contention.recorder import Hold, JobRecord, Recorder
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.settle import QUIET_S, NotSettled, SchedulerQueue, wait_settled
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 
 #: A pod the harness will end itself carries a run time KWOK never reaches (a Job's pod without one
 #: would be completed at once by the shipped stages).

@@ -12,7 +12,8 @@ import threading
 import time
 
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Gone, Kube, Obj, Unreachable
+from dra_harness.kube.rest import Gone, Kube, Unreachable
+from dra_harness.kube.types import Obj
 
 #: How long :meth:`Mirror.start` waits for the first list.
 SYNC_S = 30.0

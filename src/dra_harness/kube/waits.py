@@ -20,7 +20,8 @@ import urllib3
 
 from dra_harness import lifetime
 from dra_harness.kube import podstates
-from dra_harness.kube.rest import ApiError, Gone, Kube, Obj, Resource, Unreachable
+from dra_harness.kube.rest import ApiError, Gone, Kube, Resource, Unreachable
+from dra_harness.kube.types import Obj
 from dra_harness.errors import CheckError, NotEstablished
 
 

@@ -30,7 +30,8 @@ from tenacity import Retrying, retry_if_exception_type, wait_fixed
 
 from dra_harness.kube import rest
 from dra_harness.kube.pods import condition
-from dra_harness.kube.rest import ApiError, Kube, Obj, Unreachable
+from dra_harness.kube.rest import ApiError, Kube, Unreachable
+from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import watch_until
 from dra_harness.partitions.layout import Held, Request, fragmentation, free_placements, overcommits
 from dra_harness.partitions.objects import PROFILE_LABEL, TAG_LABEL, PartitionCluster

@@ -54,7 +54,8 @@ from typing import TypeVar
 
 from dra_harness.errors import LockLost, LockTimeout
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 
 LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness import yamlfile
 from dra_harness.report import provenance
 from dra_harness.report.files import RunDirError, redact

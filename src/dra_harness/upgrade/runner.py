@@ -28,7 +28,7 @@ from dra_harness.kube.waits import wait_for_deletion
 from dra_harness.retrying import NotYet, until
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded import driver_daemonset
-from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
+from dra_harness.providers.embedded.cluster import CONTROL_PLANE, DRIVER_NAME, LocalCluster
 from dra_harness.providers.embedded.state import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
 from dra_harness.upgrade import reboot as reboot_mod
@@ -313,7 +313,7 @@ def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:
     """Where a new pod must also run after ``step``: every real node once the whole control plane is
     new (its kubelet one minor behind: the supported skew), and a kubelet's or driver DaemonSet's own
     node after its swap or roll."""
-    if step.process == plan.CONTROL_PLANE[-1]:
+    if step.process == CONTROL_PLANE[-1]:
         return cs.real_node_names()
     if step.daemonset_node:
         return [step.daemonset_node]

@@ -23,7 +23,8 @@ from pathlib import Path
 from dra_harness.components import catalog
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
-from dra_harness.kube.rest import Kube, Obj
+from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.components import emulated_gpus
 from dra_harness.providers.embedded.cluster import LocalCluster
 
