@@ -1,6 +1,7 @@
 """Evidence a test records: which device, which node, how long.
 
-Tests call ``evidence.record(key=value, ...)``; the records ride on the test report's
+Tests call ``evidence.record(key=value, ...)``, or ``evidence.record(section="metrics", ...)`` for a record
+a report section (:mod:`.sections`) turns into rows, which must name a registered section; the records ride on the test report's
 ``user_properties`` (which pytest-xdist carries from workers to the controller) and
 the controller appends them, with the outcome, to ``<report-dir>/evidence.jsonl``.
 Values must be JSON-serialisable; nothing secret belongs here, and should a value
@@ -16,7 +17,10 @@ from typing import Any
 
 import pytest
 
+# operations: imported for the sections it registers, so a record's section is checked in every worker.
+from dra_harness.report import operations  # noqa: F401
 from dra_harness.report.files import redact
+from dra_harness.report.sections import known
 
 EVIDENCE_PROPERTY = "dra-harness.evidence"
 
@@ -29,7 +33,10 @@ class Evidence:
     def for_item(cls, item: pytest.Item) -> Evidence:
         return cls(item)
 
-    def record(self, **values: Any) -> None:
+    def record(self, *, section: str | None = None, **values: Any) -> None:
+        if section is not None:
+            known(section)  # a section nothing renders fails here, not as an empty table in the report
+            values = {"section": section, **values}
         json.dumps(values)  # fail at the call site, not at report time
         self.item.user_properties.append((EVIDENCE_PROPERTY, {"t": round(time.time(), 3), **values}))
 

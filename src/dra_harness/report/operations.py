@@ -1,8 +1,9 @@
 """What operators watch and govern, as sentences and small tables: device health, metrics, governance.
 
 The suites record evidence as JSON; an operator or reviewer reading the sign-off should not have to
-open it. Each function turns one concern's results (and, for health, the allocation table) into
-rows the templates print; a concern that did not run gives no rows and the section says so.
+open it. Each function turns one section's records (and, for health, the allocation table) into
+rows; the :class:`~dra_harness.report.sections.Section` at the end of this module declares each
+section once for both templates. A section with nothing recorded says so.
 """
 
 from __future__ import annotations
@@ -10,22 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from dra_harness.kube.types import Obj
+from dra_harness.report.sections import Column, Section, records, register
 
 CONTROL_PLANE = ("kube-scheduler", "kube-controller-manager")
-
-
-def _records(results: list[Obj], concern: str) -> list[tuple[Obj, Obj]]:
-    return [(r, rec) for r in results if r["concern"] == concern for rec in r["evidence"]]
 
 
 def _num(v: Any) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) else str(v)
 
 
-def metrics_rows(results: list[Obj]) -> list[Obj]:
+def metrics_rows(summary: Obj) -> list[Obj]:
     """component | series | before -> after | status, for every series the metrics suite expected."""
     rows = []
-    for r, rec in _records(results, "metrics"):
+    for r, rec in records(summary, METRICS):
         parts = [(c, rec[c]) for c in CONTROL_PLANE if isinstance(rec.get(c), dict)]
         if "moved" in rec:  # a kubelet's, recorded with its node
             parts.append((f"kubelet on {rec.get('node', '?')}", rec))
@@ -43,10 +41,10 @@ def metrics_rows(results: list[Obj]) -> list[Obj]:
     return rows
 
 
-def governance_rows(results: list[Obj]) -> list[Obj]:
+def governance_rows(summary: Obj) -> list[Obj]:
     """check | outcome | what was seen, in words."""
     rows = []
-    for r, rec in _records(results, "governance"):
+    for r, rec in records(summary, GOVERNANCE):
         if "refused" in rec:
             refused = rec["refused"]
             seen = (f"namespace limited to {rec.get('allowed_class')}: "
@@ -64,14 +62,15 @@ def governance_rows(results: list[Obj]) -> list[Obj]:
         else:
             continue
         rows.append({"check": r["test"], "outcome": r["outcome"], "seen": seen,
-                     "findings": [str(f) for f in rec.get("findings") or []]})
+                     "findings": "; ".join(str(f) for f in rec.get("findings") or []) or "none"})
     return rows
 
 
-def health_rows(results: list[Obj], allocations: list[Obj]) -> list[Obj]:
+def health_rows(summary: Obj) -> list[Obj]:
     """What a fault reported by the driver did, and each claim's health as the kubelet reported it."""
+    allocations: list[Obj] = (summary.get("allocations") or {}).get("rows") or []
     rows = []
-    for r, rec in _records(results, "device-health"):
+    for r, rec in records(summary, HEALTH):
         if "evicted_after_s" in rec:
             after = rec["evicted_after_s"]
             seen = (f"NoExecute on {rec.get('tainted')}: the pod holding it was evicted after {after:.2f} s "
@@ -101,3 +100,23 @@ def health_rows(results: list[Obj], allocations: list[Obj]) -> list[Obj]:
 def _short(text: Any) -> str:
     text = str(text)
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _moved(row: Obj) -> str:
+    return "passed" if row["status"] == "moved" else "failed"
+
+
+HEALTH = register(Section(
+    "device-health", "Device health",
+    (Column("what the driver or kubelet reported, and what followed", "what"), Column("outcome", "outcome", "chip")),
+    rows=lambda summary: health_rows(summary), empty="Device health not checked in this run.", concerns=("device-health",)))
+METRICS = register(Section(
+    "metrics", "Metrics that must move",
+    (Column("component", "component"), Column("series", "series", "code"), Column("before → after", "change"),
+     Column("status", "status", "chip", tone=_moved)),
+    rows=lambda summary: metrics_rows(summary), empty="Metrics not checked in this run.", concerns=("metrics",)))
+GOVERNANCE = register(Section(
+    "governance", "Governance",
+    (Column("check", "check"), Column("outcome", "outcome", "chip"), Column("what was seen", "seen"),
+     Column("findings", "findings")),
+    rows=lambda summary: governance_rows(summary), empty="Governance not checked in this run.", concerns=("governance",)))

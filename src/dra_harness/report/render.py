@@ -16,7 +16,8 @@ from typing import Any
 import jinja2
 
 from dra_harness.kube.types import Obj
-from dra_harness.report import contention, design, operations, plots, readable
+# operations: imported for the sections it registers.
+from dra_harness.report import contention, design, operations, plots, readable, sections  # noqa: F401
 from dra_harness.report.results import slug
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "PARTIAL": "#9a6700", "INCOMPLETE": "#9a6700", "NO RESULTS": "#9a6700"}
@@ -93,9 +94,7 @@ def _context(summary: Obj, run_dir: Path | None, with_plots: bool = True) -> Obj
         "contradictions": sum(p["status"] == "contradicted" for p in comparison),
         "by_concern": {c["id"]: [r for r in summary["results"] if r["concern"] == c["id"]] for c in summary["concerns"]},
         "titles": {c["id"]: c["title"] for c in summary["concerns"]},
-        "health_rows": operations.health_rows(summary["results"], (summary.get("allocations") or {}).get("rows") or []),
-        "metric_rows": operations.metrics_rows(summary["results"]),
-        "governance_rows": operations.governance_rows(summary["results"]),
+        "sections": sections.rendered(summary),
         "devices": sum(d.get("devices", 0) for d in (fp.get("inventory") or {}).values() if isinstance(d, dict)),
     }
 

@@ -63,7 +63,7 @@ def test_a_noexecute_taint_the_driver_publishes_evicts_the_pod_holding_that_devi
     held = {n: allocated_devices(pod_claims(kube, p)["gpu"])[0].device for n, p in pods.items()}
     gpu = int(held["victim"].rsplit("-", 1)[1])
     took, cond = wait_evicted(kube, namespace, "victim", 60, cause=lambda: taint(fleet, gpu, "NoExecute"))
-    evidence.record(node=fleet.node, tainted=held["victim"], evicted_after_s=round(took, 3) if took else None, condition=cond)
+    evidence.record(section="device-health", node=fleet.node, tainted=held["victim"], evicted_after_s=round(took, 3) if took else None, condition=cond)
     assert took is not None, f"the pod holding {held['victim']} still runs 60 s after the driver reported it unhealthy"
     assert (cond or {}).get("reason") == "DeletionByDeviceTaintManager", cond
     assert kube.get(rest.PODS, "bystander", namespace)["status"]["phase"] == "Running", "the pod on the healthy device was hit too"
@@ -76,7 +76,7 @@ def test_a_noschedule_taint_the_driver_publishes_keeps_new_claims_off_that_devic
     wait_unschedulable(cluster.kube, namespace, "both", timeout=60)
     one = run_on(cluster, fleet, namespace, "one")
     got = [d.device for d in allocated_devices(pod_claims(cluster.kube, one)["gpu"])]
-    evidence.record(node=fleet.node, tainted="gpu-0", one_gpu_claim_got=got)
+    evidence.record(section="device-health", node=fleet.node, tainted="gpu-0", one_gpu_claim_got=got)
     assert got == ["gpu-1"], f"a new claim got {got} although gpu-0 is reported unhealthy"
 
 
@@ -105,7 +105,7 @@ def test_a_real_nodes_kubelet_reports_the_health_of_each_claimed_device_to_the_p
             pytest.skip(f"Kubernetes {version}: ResourceHealthStatus is alpha and off by default before 1.36")
         raise
     health = reported(pod)["claim:gpu"]
-    evidence.record(node=nodes[0], claim="gpu", health=health,
+    evidence.record(section="device-health", node=nodes[0], claim="gpu", health=health,
                     **({"not_established": "the driver reports no device health (every device Unknown): the example driver "
                                            "serves no DRA health service, so a fault would not reach the pod this way"}
                        if set(health.values()) == {"Unknown"} else {}))

@@ -61,7 +61,7 @@ def test_a_namespace_limited_to_one_device_class_is_refused_any_other(cluster, n
             builders.first_available("gpu", [builders.exactly("own", own), builders.exactly("other", other)])]), namespace),
     }
     allowed = refusal(kube, rest.RESOURCE_CLAIMS, builders.claim("own", cluster.run_id, [builders.exactly("gpu", own)]), namespace)
-    evidence.record(policy=limits.name, allowed_class=own, refused=denied, own_class=allowed or "created", first_refusal=first)
+    evidence.record(section="governance", policy=limits.name, allowed_class=own, refused=denied, own_class=allowed or "created", first_refusal=first)
     assert allowed is None, f"the namespace's own class {own} was refused: {allowed}"
     let_in = [k for k, v in denied.items() if v is None]
     assert not let_in, f"class {other} was let into a namespace limited to {own} by: {', '.join(let_in)}"
@@ -73,7 +73,7 @@ def test_an_admin_access_claim_is_refused_without_the_namespaces_admin_access_la
         result = admin_access.probe(cluster.kube, namespace, cluster.profile.device_class, cluster.run_id)
     except rest.ApiError as e:
         raise NotEstablished(f"labelling the namespace {admin_access.LABEL}=true needs rights this identity lacks: {e.message[:200]}") from None
-    evidence.record(without_label=result.without_label or "accepted", with_label=result.with_label or "accepted")
+    evidence.record(section="governance", without_label=result.without_label or "accepted", with_label=result.with_label or "accepted")
     problems = result.problems()
     assert not problems, "; ".join(problems)
 
@@ -91,7 +91,7 @@ def test_the_drivers_service_account_may_do_no_more_than_publish_its_nodes_slice
         result = driver_rbac.audit(cluster.kube, pod["metadata"]["namespace"], sa, cluster.driver, pod["spec"]["nodeName"], other)
     except driver_rbac.AuditImpossible as e:
         raise NotEstablished(str(e)) from None
-    evidence.record(service_account=result.service_account, granted_beyond=result.granted_beyond,
+    evidence.record(section="governance", service_account=result.service_account, granted_beyond=result.granted_beyond,
                     missing_needed=result.missing_needed, slice_probe=result.slice_probe, findings=result.findings,
                     **({"not_established": result.not_established} if result.not_established else {}))
     assert not result.missing_needed, f"the driver's ServiceAccount lacks what it needs: {result.missing_needed}"

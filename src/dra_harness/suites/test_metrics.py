@@ -90,7 +90,7 @@ def test_the_schedulers_and_claim_controllers_dra_metrics_move_with_claims_and_p
     found = metrics.settle(sources, expected, before)
     # The DynamicResources plugin's mean time per call at each point: timings the diff gate compares between runs.
     means = metrics.plugin_means(before["kube-scheduler"], sources["kube-scheduler"]())
-    evidence.record(**{c: {"moved": m.moved, "still": m.still, "absent": m.absent} for c, m in found.items()},
+    evidence.record(section="metrics", **{c: {"moved": m.moved, "still": m.still, "absent": m.absent} for c, m in found.items()},
                     **{f"scheduler_dra_{point.lower()}_mean_s": round(v, 6) for point, v in sorted(means.items())})
     problems = [f"{c}: {p}" for c, m in found.items() for p in m.problems()]
     assert not problems, problems
@@ -116,7 +116,7 @@ def test_each_kubelet_that_prepared_a_claim_counts_it_in_its_dra_metrics(cluster
                                              {"gpu": {"template": "one"}}), namespace)
     wait_running(cluster.kube, namespace, "kubelet-metrics", timeout=120)
     moved = metrics.settle({"kubelet": read}, {"kubelet": kubelet(cluster.driver)}, {"kubelet": before})["kubelet"]
-    evidence.record(node=node, moved=moved.moved, still=moved.still, absent=moved.absent)
+    evidence.record(section="metrics", node=node, moved=moved.moved, still=moved.still, absent=moved.absent)
     assert not moved.problems(), moved.problems()
 
 
