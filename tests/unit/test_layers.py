@@ -26,7 +26,7 @@ def _lint(src: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_package_keeps_its_layers(tmp_path):
     out = _lint(ROOT / "src", tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "2 kept, 0 broken" in out.stdout
+    assert "3 kept, 0 broken" in out.stdout
 
 
 def test_an_upward_import_breaks_the_layer_contract(tmp_path):
@@ -48,3 +48,14 @@ def test_kind_importing_the_embedded_cluster_breaks_the_peers_contract(tmp_path)
     out = _lint(copy, tmp_path)
     assert out.returncode != 0
     assert "dra_harness.providers.kind is not allowed to import dra_harness.providers.embedded" in " ".join(out.stdout.split())
+
+
+def test_the_report_importing_the_embedded_cluster_breaks_the_forbidden_contract(tmp_path):
+    """Negative control of the forbidden contract: a check or report module reaching the embedded cluster is named."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
+    module = copy / "dra_harness" / "report" / "readable.py"
+    module.write_text(module.read_text() + "\nfrom dra_harness.providers.embedded import cluster  # planted\n")
+    out = _lint(copy, tmp_path)
+    assert out.returncode != 0
+    assert "dra_harness.report is not allowed to import dra_harness.providers.embedded" in " ".join(out.stdout.split())
