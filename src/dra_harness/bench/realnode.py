@@ -18,7 +18,8 @@ from dra_harness.components import catalog
 from dra_harness.checks.incontainer import probe_pod, read_env
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
-from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
+from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.components.images import WORKLOAD_IMAGE
 
 NODE = "real-node-0"

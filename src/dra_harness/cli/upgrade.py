@@ -21,7 +21,7 @@ from dra_harness import heartbeat
 from dra_harness.components import catalog
 from dra_harness.providers.embedded import driver_daemonset as driver_daemonset_mod
 from dra_harness.providers.embedded.realnode import choose_real_nodes
-from dra_harness.providers.embedded.cluster import DRIVER_NAME
+from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.report import rundir, summary
 from dra_harness.report.files import write_json
 from dra_harness.upgrade import faults, plan, record, runner

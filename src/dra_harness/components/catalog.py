@@ -14,6 +14,8 @@ from dra_harness import data
 from dra_harness.errors import InputError
 
 #: Kubernetes versions the embedded cluster can run; the first is the default.
+#: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KUBERNETES_VERSIONS = ("1.37.2", "1.36.3", "1.35.4")
 DEFAULT_KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
 

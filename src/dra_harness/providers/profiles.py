@@ -18,6 +18,8 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.errors import InputError
 
+#: The example driver's name: the embedded cluster's and kind's default driver.
+EXAMPLE_DRIVER = "gpu.example.com"
 PROFILE_DIR = data.path("profiles")
 
 _SCHEMA: dict[str, Any] = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dra_harness.components import catalog
 from dra_harness.errors import InputError
-from dra_harness.providers.embedded.cluster import CONTROL_PLANE
+from dra_harness.components.catalog import CONTROL_PLANE
 
 
 #: A driver rolled as a DaemonSet's image, not swapped as a process: ``driver-daemonset-<node>``.

@@ -28,7 +28,9 @@ from dra_harness.kube.waits import wait_for_deletion
 from dra_harness.retrying import NotYet, until
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded import driver_daemonset
-from dra_harness.providers.embedded.cluster import CONTROL_PLANE, DRIVER_NAME, LocalCluster
+from dra_harness.components.catalog import CONTROL_PLANE
+from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.providers.embedded.state import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
 from dra_harness.upgrade import reboot as reboot_mod

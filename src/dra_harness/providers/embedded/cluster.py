@@ -59,14 +59,14 @@ from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Id
 from dra_harness.host.processes import Supervisor, strays
 from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
 from dra_harness.errors import ClusterError
+from dra_harness.components.catalog import CONTROL_PLANE
+from dra_harness.providers.profiles import EXAMPLE_DRIVER
 from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
-DRIVER_NAME = "gpu.example.com"
+DRIVER_NAME = EXAMPLE_DRIVER
 #: The user the API server is to kubelets (logs, exec); granted system:kubelet-api-admin.
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
-#: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
-CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
 def clusters_root() -> Path:

@@ -29,11 +29,12 @@ from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.providers.hardware import devices_by_node
+from dra_harness.providers.profiles import EXAMPLE_DRIVER
 from dra_harness.kube import apply as applier
 from dra_harness.providers.kind import config as kind_config
 from dra_harness.providers.kind.tools import KindError, image_present, run, run_bytes
 
-DRIVER_NAME = "gpu.example.com"
+DRIVER_NAME = EXAMPLE_DRIVER
 NAMESPACE = "dra-example-driver"
 RELEASE = "dra-example-driver"
 MANIFESTS = kind_config.KIND_DIR / "manifests" / "dra-example-driver.yaml"
