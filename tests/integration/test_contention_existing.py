@@ -33,7 +33,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.waits import WaitError
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.labels import CONTENTION_ALLOWED_LABEL, RUN_LABEL
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.providers.sweep import NODE_LEASE_NAMESPACE, sweep_run
 from dra_harness.providers.lock import LEASES
 from dra_harness.components.images import KWOK_IMAGE, kwok_image, tarball

@@ -17,7 +17,7 @@ import pytest
 from dra_harness.kube import rest
 from dra_harness.providers import driver_manifests
 from dra_harness.providers.embedded import driver_daemonset
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.report.results import read_results
 
 from .conftest import REAL_NODE

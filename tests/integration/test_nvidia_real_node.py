@@ -22,7 +22,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import pod_claims
 from dra_harness.kube.waits import watch_until
 from dra_harness.providers.embedded import nvidia_driver, realcluster
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.providers.profiles import by_name
 from dra_harness.components import nvidia_chart
 

@@ -34,7 +34,8 @@ from dra_harness.kube.waits import WaitBlocked, WaitTimeout, watch_until
 from dra_harness.providers.embedded import hostplumbing, realcluster
 from dra_harness.providers.embedded.cluster import DRIVER_NAME
 from dra_harness.components.images import DRIVER_IMAGE, WORKLOAD_IMAGE
-from dra_harness.providers.embedded.realnode import RealNode, unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
+from dra_harness.providers.embedded.realnode import RealNode
 
 from .conftest import REAL_CLUSTER_GPUS, REAL_NODE
 

@@ -16,7 +16,7 @@ import pytest
 
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.upgrade import reboot
 from dra_harness.upgrade.workloads import request, wait_published
 from tests.integration.conftest import REAL_CLUSTER_GPUS, REAL_NODE

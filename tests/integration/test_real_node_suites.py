@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 
 REASON = unavailable_reason()
 CONTAINER_CHECKS = (

@@ -204,7 +204,7 @@ def test_a_compare_of_two_real_runs_shows_their_provenance_first_and_no_raw_json
     """Acceptance of ``compare`` and of the main job's default: the second run names no ``--real-nodes``, so it gets a
     real node where this host can run one (else says why in one line) and checks containers there; both runs side
     by side in a browser show the provenance row first, naming each run's nodes, and evidence as text."""
-    from dra_harness.providers.embedded.realnode import unavailable_reason
+    from dra_harness.components.real_node_host import unavailable_reason
     from tests.unit.test_report_compare import _evidence_cells
 
     prereqs.ensure(["chromium"], "rendering compare.html in a browser")

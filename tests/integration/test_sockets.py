@@ -24,7 +24,7 @@ from dra_harness.providers.embedded.commands import APISERVER_ETCD_CLIENT
 from dra_harness.providers.embedded.exposure import Listener, anonymous_answer, listeners, stranger_answer, unauthenticated
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.host.processes import listening_sockets
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 
 from .conftest import REAL_NODE
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.providers.embedded.cluster import all_clusters
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ import pytest
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers.embedded.cluster import LocalCluster
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 
 from . import upstream_demos as up
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dra_harness.errors import InputError
-from dra_harness.providers.embedded import realnode
+from dra_harness.components import real_node_host as realnode
 
 
 def test_default_falls_back_to_no_real_nodes_with_the_reason(monkeypatch):

@@ -48,7 +48,7 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
     if root is None:
         raise click.UsageError("selftest runs the tests of a dra-harness checkout; this one is an installed package")
     # Build first, with progress on the terminal, so the test session's timeouts never include a cold build.
-    from dra_harness.providers.embedded.realnode import unavailable_reason
+    from dra_harness.components.real_node_host import unavailable_reason
 
     # The kubelet and containerd too where real nodes can run (their tests skip elsewhere).
     builder.build_all(catalog.for_cluster(real_nodes=unavailable_reason() is None))

@@ -33,7 +33,7 @@ from dra_harness.kube.client import KubeconfigError
 from dra_harness import providers
 from dra_harness.options import RunConfig, to_pytest_args
 from dra_harness.providers.base import Provider
-from dra_harness.providers.embedded.realnode import choose_real_nodes
+from dra_harness.components.real_node_host import choose_real_nodes
 from dra_harness.report import fingerprint
 from dra_harness.report.design import load_design
 from dra_harness.report.files import write_json

@@ -20,7 +20,7 @@ from rich.table import Table
 from dra_harness import heartbeat
 from dra_harness.components import catalog
 from dra_harness.providers.embedded import driver_daemonset as driver_daemonset_mod
-from dra_harness.providers.embedded.realnode import choose_real_nodes
+from dra_harness.components.real_node_host import choose_real_nodes
 from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.report import rundir, summary
 from dra_harness.report.files import write_json

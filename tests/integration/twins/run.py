@@ -22,7 +22,7 @@ from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.providers.embedded import twin as twin_mod
 from dra_harness.providers.embedded import twin_policies
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
-from dra_harness.providers.embedded.realnode import unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.report.results import read_results
 
 from tests.integration.twins import faults

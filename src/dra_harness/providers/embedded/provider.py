@@ -29,7 +29,7 @@ from dra_harness.components import emulated_gpus
 from dra_harness.providers.embedded import driver_daemonset, driver_webhook
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
-from dra_harness.providers.embedded.realnode import choose_real_nodes, unavailable_reason
+from dra_harness.components.real_node_host import choose_real_nodes, unavailable_reason
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.hardware import Hardware, load_hardware
 

@@ -36,7 +36,8 @@ from dra_harness.providers.embedded.hostplumbing import (
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.host.processes import Tracked, cmdline, process_start_time, stop_group, strays
-from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key, unavailable_reason
+from dra_harness.components.real_node_host import unavailable_reason
+from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.retrying import NotYet, until
 

@@ -20,57 +20,22 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from dra_harness.components import prereqs
 from dra_harness.providers.embedded.pki import Identity
-from dra_harness.errors import ClusterError, InputError
+from dra_harness.errors import ClusterError
 
-#: Debian packages a real node needs (runc, CNI plugins, busybox for the workload image).
-PACKAGES = ["runc", "containernetworking-plugins", "busybox-static", "iproute2"]
 CNI_BIN = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
-CGROUP_V1 = Path("/sys/fs/cgroup")
 REAL_LABEL = "dra-harness.io/real-node"
 
 
 class RealNodeError(ClusterError):
     """A real node cannot run here, or did not come up."""
-
-
-def unavailable_reason() -> str | None:
-    """Why real nodes cannot run on this host (one line), or None when they can."""
-    if os.geteuid() != 0:
-        return "real nodes need root (containerd, runc, network namespaces, mounts)"
-    try:
-        prereqs.ensure(PACKAGES, "real nodes")
-    except prereqs.PrereqError as e:
-        return str(e)
-    if not (CGROUP_V1 / "memory").is_dir() and not (CGROUP_V1 / "cgroup.controllers").exists():
-        return "no cgroup hierarchy mounted at /sys/fs/cgroup"
-    return None
-
-
-def choose_real_nodes(asked: int | None, say) -> int:
-    """``asked`` when given (an error if impossible); otherwise 1 where possible, else 0 with the reason."""
-    reason = unavailable_reason() if asked != 0 else None
-    if asked is None:
-        if reason:
-            say(f"no real nodes: {reason}")
-            return 0
-        return 1
-    if reason:
-        raise RealNodeUnavailable(f"--real-nodes {asked}: {reason}")
-    return asked
-
-
-class RealNodeUnavailable(InputError):
-    """Real nodes were asked for where they cannot run (one line for the CLI)."""
 
 
 @dataclass(frozen=True)
