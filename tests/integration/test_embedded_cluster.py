@@ -23,7 +23,7 @@ from dra_harness.host.processes import listening_sockets
 
 def kubectl(cluster, *args: str) -> str:
     """The kubectl built for the cluster's own version."""
-    binary = cluster.embedded.state().binaries["kubectl"]
+    binary = cluster.provider.embedded.state().binaries["kubectl"]
     out = subprocess.run([binary, f"--kubeconfig={cluster.kubeconfig}", *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -31,7 +31,7 @@ def kubectl(cluster, *args: str) -> str:
 
 def test_kubectl_reports_the_requested_server_version(cluster):
     version = json.loads(kubectl(cluster, "version", "-o", "json"))
-    assert version["serverVersion"]["gitVersion"] == "v" + cluster.embedded.state().spec.k8s_version
+    assert version["serverVersion"]["gitVersion"] == "v" + cluster.provider.embedded.state().spec.k8s_version
     assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"]
 
 
@@ -41,7 +41,7 @@ def test_kubectl_lists_every_nodes_slices_with_all_devices(cluster):
     for s in slices:
         assert s["spec"]["driver"] == "gpu.example.com"
         per_node[s["spec"]["nodeName"]] = per_node.get(s["spec"]["nodeName"], 0) + len(s["spec"]["devices"])
-    spec = cluster.embedded.state().spec
+    spec = cluster.provider.embedded.state().spec
     assert per_node == {n: spec.gpus_per_node for n in spec.node_names()}
 
 
@@ -53,16 +53,16 @@ def _enabled_gates(metrics: str) -> dict[str, bool]:
 
 
 def test_every_dra_gate_of_the_version_table_is_enabled_in_every_component(cluster):
-    row = gates.for_version(cluster.embedded.state().spec.k8s_version)
+    row = gates.for_version(cluster.provider.embedded.state().spec.k8s_version)
     wanted = set(row["feature_gates"]) | set(row["dra_gates_locked_on"])
     for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-        enabled = _enabled_gates(cluster.embedded.metrics(component))
+        enabled = _enabled_gates(cluster.provider.embedded.metrics(component))
         off = sorted(g for g in wanted if not enabled.get(g))
         assert not off, f"{component}: gates not enabled: {off}"
 
 
 def test_the_alpha_and_beta_resource_apis_of_the_table_are_served(cluster):
-    row = gates.for_version(cluster.embedded.state().spec.k8s_version)
+    row = gates.for_version(cluster.provider.embedded.state().spec.k8s_version)
     served = {v["groupVersion"] for v in cluster.kube.request("GET", "/apis/resource.k8s.io")["versions"]}
     assert {gv for gv in row["runtime_config"] if gv.startswith("resource.k8s.io/")} | {"resource.k8s.io/v1"} <= served
 
@@ -80,7 +80,7 @@ def test_a_template_pod_gets_an_allocation_from_the_scheduler_and_runs(cluster, 
 
 
 def test_every_listener_is_on_loopback(cluster):
-    sockets = listening_sockets(cluster.embedded.pids())
+    sockets = listening_sockets(cluster.provider.embedded.pids())
     assert sockets, "the cluster's processes listen on nothing"
     exposed = [(a, p) for a, p, _ in sockets if a not in ("127.0.0.1", "::1")]
     assert not exposed, f"listening beyond loopback: {exposed}"
@@ -101,7 +101,7 @@ def test_typed_clients_work_on_the_same_connection(cluster):
     from kubernetes import client
 
     slices = cluster.typed(client.ResourceV1Api).list_resource_slice()
-    assert len(slices.items) == cluster.embedded.state().spec.nodes
+    assert len(slices.items) == cluster.provider.embedded.state().spec.nodes
 
 
 def test_the_scheduler_and_controller_manager_can_be_restarted(small_cluster):

@@ -52,7 +52,8 @@ def test_a_deleted_pod_is_removed(cluster, namespace):
 
 def test_a_pod_deleted_at_once_is_left_to_the_api_server(cluster, namespace):
     """Grace 0 marks the pod and removes it a few ms later; a second DELETE from KWOK only meets a 404."""
-    if cluster.embedded is None:
+    embedded = getattr(cluster.provider, "embedded", None)
+    if embedded is None:
         pytest.skip("reads the embedded cluster's KWOK log")
     kube = cluster.kube
     kube.create(rest.PODS, b.pod("instant", cluster.run_id), namespace)
@@ -65,6 +66,6 @@ def test_a_pod_deleted_at_once_is_left_to_the_api_server(cluster, namespace):
     kube.delete(rest.PODS, "marker", namespace, grace_seconds=30)
     wait_for_deletion(kube, rest.PODS, "marker", 15, namespace)
     ours = f'"pod":"{namespace}/instant"'
-    log = (cluster.embedded.state_dir / "logs" / "kwok.log").read_text(errors="replace")
+    log = (embedded.state_dir / "logs" / "kwok.log").read_text(errors="replace")
     failed = [line for line in log.splitlines() if ours in line and "failed to apply stage" in line]
     assert not failed, f"KWOK played a stage on a pod the API server removed: {failed[0][:400]}"

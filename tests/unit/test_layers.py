@@ -19,7 +19,7 @@ LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imp
 
 def _lint(src: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    return subprocess.run([*LINT, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=tmp_path, env=env,
+    return subprocess.run([*LINT, str(ROOT / "pyproject.toml"), "--no-cache"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

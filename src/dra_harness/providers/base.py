@@ -22,7 +22,6 @@ from dra_harness.kube.rest import Kube
 
 if TYPE_CHECKING:
     from dra_harness.options import RunConfig
-    from dra_harness.providers.embedded.cluster import LocalCluster
     from dra_harness.providers.handle import ClusterHandle
 
 #: A public image with a shell, for container-level checks where the cluster offers none of its own.
@@ -167,7 +166,7 @@ class Provider:
         """Whether the driver process the harness runs on ``node`` is alive; None where it runs none."""
         return None
 
-    @property
-    def embedded(self) -> LocalCluster | None:
-        """The embedded cluster's own controls, for checks that inspect its processes or files."""
+    def cdi_dir(self, node: str) -> Path | None:
+        """Where the driver on ``node`` writes its CDI specs, when the harness can read that node's files
+        (the embedded cluster's real nodes); None elsewhere."""
         return None

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from kubernetes import client
 
@@ -27,8 +27,6 @@ from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
 from dra_harness.providers.hardware import Hardware
 from dra_harness.providers.profiles import DriverProfile
 
-if TYPE_CHECKING:
-    from dra_harness.providers.embedded.cluster import LocalCluster
 
 
 log = logging.getLogger(__name__)
@@ -152,10 +150,9 @@ class ClusterHandle:
         need the driver to *stay* gone cannot run there."""
         return self.provider.controls_driver
 
-    @property
-    def embedded(self) -> LocalCluster | None:
-        """The embedded cluster's own controls (processes, files), for checks that inspect them; None elsewhere."""
-        return self.provider.embedded
+    def cdi_dir(self, node: str) -> Path | None:
+        """Where the driver on ``node`` writes CDI specs, where the harness can read them; None elsewhere."""
+        return self.provider.cdi_dir(node)
 
     def driver_pods(self, node: str | None = None) -> list[dict] | None:
         """The pods of the driver's kubelet-plugin DaemonSet (on ``node``), found by owner.

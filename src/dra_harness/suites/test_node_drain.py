@@ -148,11 +148,9 @@ def test_replacements_of_a_shared_claims_consumers_wait_until_its_last_consumer_
 
 def _cdi_specs_naming(cluster, node: str, uid: str) -> list[str]:
     """CDI spec files on an embedded real node that mention ``uid`` (the driver's prepared claim)."""
-    if cluster.embedded is None:
+    cdi = cluster.cdi_dir(node)
+    if cdi is None:
         return []
-    from dra_harness.providers.embedded import realcluster
-
-    cdi = realcluster.node(cluster.embedded, node).cdi_dir
     return sorted(p.name for p in cdi.glob("*") if p.is_file() and uid in p.read_text(errors="replace"))
 
 
@@ -174,7 +172,7 @@ def test_a_pod_whose_driver_is_gone_stays_terminating_until_the_driver_unprepare
     pod = wait_running(cluster.kube, namespace, "stuck", timeout=120)
     claim = pod_claims(cluster.kube, pod)["gpu"]
     prepared = _cdi_specs_naming(cluster, node, claim["metadata"]["uid"])
-    assert prepared or cluster.embedded is None, "the driver wrote no CDI spec for the prepared claim"
+    assert prepared or cluster.cdi_dir(node) is None, "the driver wrote no CDI spec for the prepared claim"
     with disruptor.restoring(node):
         disruptor.stop_driver(node)
         cluster.kube.delete(rest.PODS, "stuck", namespace, grace_seconds=2)

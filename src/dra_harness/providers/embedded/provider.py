@@ -26,7 +26,7 @@ from dra_harness.providers import driver_configs, profiles
 from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
 from dra_harness.components import emulated_gpus
-from dra_harness.providers.embedded import driver_daemonset, driver_webhook
+from dra_harness.providers.embedded import driver_daemonset, driver_webhook, realcluster
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.components.real_node_host import choose_real_nodes, unavailable_reason
@@ -108,7 +108,14 @@ class EmbeddedProvider(Provider):
 
     @property
     def embedded(self) -> LocalCluster:
+        """The embedded cluster's own controls, for the tests of this provider (suites ask capabilities)."""
         return self.cluster
+
+    def cdi_dir(self, node: str) -> Path | None:
+        st = self.cluster.state()
+        if st is None or node not in st.spec.real_node_names():
+            return None
+        return realcluster.node(self.cluster, node).cdi_dir
 
     def check_inputs(self) -> None:
         name = self.config.cluster_name

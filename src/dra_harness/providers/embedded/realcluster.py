@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
@@ -33,6 +32,7 @@ from dra_harness.providers.embedded.hostplumbing import (
     remove_cgroup_root,
     unmount_all,
 )
+from dra_harness.providers.embedded.core import ClusterCore
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.host.processes import Tracked, cmdline, process_start_time, stop_group, strays
@@ -40,9 +40,6 @@ from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key
 from dra_harness.providers.embedded.state import ClusterState
 from dra_harness.retrying import NotYet, until
-
-if TYPE_CHECKING:
-    from dra_harness.providers.embedded.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +49,7 @@ def _env(st: ClusterState) -> dict[str, str]:
     return {"PATH": f"{Path(st.binaries['containerd']).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
 
 
-def node(cluster: LocalCluster, name: str, runtime_dir: Path | None = None) -> RealNode:
+def node(cluster: ClusterCore, name: str, runtime_dir: Path | None = None) -> RealNode:
     """Real node ``name`` of ``cluster``, its directories in the cluster's (or the given) runtime dir."""
     index = int(name.rsplit("-", 1)[1])
     return RealNode(name, runtime_dir or cluster.runtime_dir, node_key(cluster.state_dir), index)
@@ -63,7 +60,7 @@ def _gates_dict(version: str) -> dict[str, bool]:
     return {k: v == "true" for k, v in (kv.split("=") for kv in flag.split(",") if kv)}
 
 
-def boot_containerd(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+def boot_containerd(cluster: ClusterCore, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
     """Per real node: containerd, with the images imported. It needs no API server, so it runs while that starts."""
     reason = unavailable_reason()
     if reason:
@@ -89,7 +86,7 @@ def boot_containerd(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Call
         st.timings[f"{name}_containerd_ready"] = time.monotonic() - t0
 
 
-def start_kubelets(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
+def start_kubelets(cluster: ClusterCore, st: ClusterState, pki: PKI, say: Callable[[str], None]) -> None:
     """Per real node (its containerd booted): the kubelet and the driver plugin; returns once every one is Ready.
 
     After the API server is ready: a kubelet's identity is authorised by the roles RBAC's bootstrap creates."""
@@ -106,7 +103,7 @@ def start_kubelets(cluster: LocalCluster, st: ClusterState, pki: PKI, say: Calla
         st.timings[f"{name}_ready_after_kubelet_start"] = time.monotonic() - at
 
 
-def import_images(cluster: LocalCluster, st: ClusterState, name: str, tarballs: list[Path]) -> None:
+def import_images(cluster: ClusterCore, st: ClusterState, name: str, tarballs: list[Path]) -> None:
     """Put OCI tarballs into real node ``name``'s containerd, as an image preloaded on a node: no pull."""
     rn = node(cluster, name)
     for tar in tarballs:
@@ -115,7 +112,7 @@ def import_images(cluster: LocalCluster, st: ClusterState, name: str, tarballs: 
             raise RealNodeError(f"{name}: ctr images import {tar.name} failed: {out.stderr.strip()[-300:]}")
 
 
-def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
+def reboot(cluster: ClusterCore, name: str, timeout: float = 180) -> float:
     """Do to real node ``name`` what a reboot does, without rebooting the host: every process of the
     node stops (containers killed, as when the power goes), what a real host keeps on tmpfs under
     /run is emptied (containerd's and runc's state, the CDI spec directory the driver writes) and
@@ -140,17 +137,17 @@ def reboot(cluster: LocalCluster, name: str, timeout: float = 180) -> float:
     return time.monotonic() - booted
 
 
-def _kubelet_kubeconfig(cluster: LocalCluster, name: str) -> Path:
+def _kubelet_kubeconfig(cluster: ClusterCore, name: str) -> Path:
     return cluster.state_dir / f"kubelet-{name}.kubeconfig"
 
 
-def _start_kubelet(cluster: LocalCluster, st: ClusterState, rn: RealNode) -> None:
+def _start_kubelet(cluster: ClusterCore, st: ClusterState, rn: RealNode) -> None:
     labels = {DISRUPTABLE_LABEL: "true", "type": "real", REAL_LABEL: "true"}
     argv = rn.kubelet_argv(st.binary_of(f"kubelet-{rn.name}", "kubelet"), _kubelet_kubeconfig(cluster, rn.name), labels)
     cluster.supervisor.start(f"kubelet-{rn.name}", argv, env=_env(st))
 
 
-def start_kubelet(cluster: LocalCluster, st: ClusterState, name: str, timeout: float = 120) -> float:
+def start_kubelet(cluster: ClusterCore, st: ClusterState, name: str, timeout: float = 120) -> float:
     """Start the kubelet ``st`` names for real node ``name`` (another release after an in-place swap)
     with that release's feature gates; containerd and the node's containers kept running while it was
     stopped, as in a drain-free kubelet upgrade. Returns seconds until the node is Ready at that release."""
@@ -165,7 +162,7 @@ def start_kubelet(cluster: LocalCluster, st: ClusterState, name: str, timeout: f
     return time.monotonic() - started
 
 
-def _wait_ready(cluster: LocalCluster, name: str, deadline: float, version: str | None = None,
+def _wait_ready(cluster: ClusterCore, name: str, deadline: float, version: str | None = None,
                 since: float | None = None) -> None:
     """Until the node is Ready (with ``version``: reported so by a kubelet of that release; with
     ``since``, a wall-clock time: by a heartbeat no older than it, so not the stale status of the
@@ -200,7 +197,7 @@ def _epoch(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
-def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: float = 30) -> None:
+def _wait_containerd(cluster: ClusterCore, rn: RealNode, ctr: str, timeout: float = 30) -> None:
     def attempt() -> None:
         tracked = cluster.supervisor.get(f"containerd-{rn.name}")
         if tracked is None or not tracked.alive():
@@ -217,7 +214,7 @@ def _wait_containerd(cluster: LocalCluster, rn: RealNode, ctr: str, timeout: flo
         raise RealNodeError(f"containerd on {rn.name} not serving after {timeout:.0f}s: {last}") from None
 
 
-def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:
+def real_node_dirs(cluster: ClusterCore, runtime_dir: Path) -> list[RealNode]:
     """Real nodes found on disk (works without cluster.json, e.g. after a killed run)."""
     if not runtime_dir.is_dir():
         return []
@@ -225,7 +222,7 @@ def real_node_dirs(cluster: LocalCluster, runtime_dir: Path) -> list[RealNode]:
             if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
 
 
-def _power_off(cluster: LocalCluster, rn: RealNode, removed: dict[str, list]) -> None:
+def _power_off(cluster: ClusterCore, rn: RealNode, removed: dict[str, list]) -> None:
     """Stop every process of a real node (kubelet, driver, containers, containerd, shims) and unmount
     what is mounted below its directories, as when the power goes; what had to go by force is added
     to ``removed``. Shared by ``teardown`` and ``reboot``."""
@@ -248,7 +245,7 @@ def _power_off(cluster: LocalCluster, rn: RealNode, removed: dict[str, list]) ->
     remove_cgroup_root(rn.cgroup_root)
 
 
-def teardown(cluster: LocalCluster, runtime_dir: Path) -> dict[str, list]:
+def teardown(cluster: ClusterCore, runtime_dir: Path) -> dict[str, list]:
     """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
 
     Returns what had to be removed by force (for the record; normally containers only).
