@@ -15,15 +15,19 @@ devices out of the slices (the allocator cannot place what the layout says exist
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_nodes_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
+from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
 from dra_harness.partitions.layout import Layout, Partition
 from dra_harness.labels import KWOK_ANNOTATION
+
+log = logging.getLogger(__name__)
 
 DRIVER = "partition.dra-harness.io"
 TAG_LABEL = "dra-harness.io/partition"
@@ -78,10 +82,21 @@ class PartitionCluster:
                                                          "spec": {"hard": hard}}, ns)
         wait_nodes_ready(self.kube, set(self.nodes), f"{TAG_LABEL}={self.tag}", timeout, "simulated partition nodes")
 
-    def delete(self) -> None:
+    def delete(self, pods_gone_s: float = 60.0) -> None:
         sel = f"{TAG_LABEL}={self.tag}"
-        for ns in self.kube.list(rest.NAMESPACES, label_selector=sel):
-            self.kube.delete(rest.NAMESPACES, ns["metadata"]["name"])
+        namespaces = [ns["metadata"]["name"] for ns in self.kube.list(rest.NAMESPACES, label_selector=sel)]
+        for ns in namespaces:
+            self.kube.delete(rest.NAMESPACES, ns)
+        # The nodes go only once the pods on them have: a pod whose node is deleted first is an orphan that the
+        # pod garbage collector removes only after 40 s of quarantine, its claims holding their devices meanwhile
+        # (the next exclusive test waited those 40 s).
+        for ns in namespaces:
+            try:
+                watch_until(self.kube, rest.PODS, lambda pods: not pods, pods_gone_s,
+                            f"the pods of namespace {ns} to be deleted", namespace=ns)
+            except WaitError as e:
+                log.warning("deleting the partition nodes with pods left (the pod GC takes them): %s", e)
+                break
         for res in (rest.RESOURCE_SLICES, rest.NODES, rest.DEVICE_CLASSES):
             for obj in self.kube.list(res, label_selector=sel):
                 self.kube.delete(res, obj["metadata"]["name"])
