@@ -68,6 +68,8 @@ class Recorder:
         self.pod_ended: set[str] = set()
         # Each pod's latest (phase, node, marked unschedulable, being deleted): what the virtual clock settles on.
         self.pod_state: dict[str, tuple[str, str | None, bool, bool]] = {}
+        #: Pods the scheduler last turned away for devices (its message names claims): only devices coming back move them.
+        self.waits_for_devices: set[str] = set()
         self.jobs: dict[str, JobRecord] = {}
         self.holds: dict[str, Hold] = {}
         self.closed: list[Hold] = []
@@ -141,11 +143,16 @@ class Recorder:
             self.samples.append([round(now, 4), "pod", kind, pod_name, phase, spec.get("nodeName")])
             if kind == "DELETED":
                 self.pod_state.pop(pod_name, None)
+                self.waits_for_devices.discard(pod_name)
             else:
-                unschedulable = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                                    for c in status.get("conditions") or [])
-                self.pod_state[pod_name] = (phase or "", spec.get("nodeName"), unschedulable,
+                refused = [c.get("message") or "" for c in status.get("conditions") or []
+                           if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+                self.pod_state[pod_name] = (phase or "", spec.get("nodeName"), bool(refused),
                                             bool(meta.get("deletionTimestamp")))
+                if any("claim" in m for m in refused):
+                    self.waits_for_devices.add(pod_name)
+                else:
+                    self.waits_for_devices.discard(pod_name)
             rec.created = rec.created or now
             if spec.get("nodeName") and rec.scheduled is None:
                 rec.scheduled, rec.node = now, spec["nodeName"]

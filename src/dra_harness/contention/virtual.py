@@ -350,10 +350,13 @@ class VirtualRun:
         return False
 
     def _parked(self) -> bool:
-        """Whether a pod of the run is parked as unschedulable (not bound, marked ``PodScheduled=False``)."""
+        """Whether a pod of the run is parked as unschedulable for devices (not bound, marked ``PodScheduled=False``
+        with a message naming claims). One turned away for anything else (a node selector no node matches) is not
+        moved by devices coming back, so waiting for the scheduler to move it would only wait out MOVED_WITHIN_S."""
         with self.rec.lock:
             return any(not node and unschedulable and not deleting and phase not in ("Succeeded", "Failed")
-                       for phase, node, unschedulable, deleting in self.rec.pod_state.values())
+                       and pod in self.rec.waits_for_devices
+                       for pod, (phase, node, unschedulable, deleting) in self.rec.pod_state.items())
 
     def _waiting(self) -> bool:
         """Whether any pod of the run is not bound to a node: one that a device coming back could serve (a pod sent
