@@ -41,8 +41,11 @@ from dra_harness.kube.types import Obj
 #: A pod the harness will end itself carries a run time KWOK never reaches (a Job's pod without one
 #: would be completed at once by the shipped stages).
 NEVER_S = 100 * 365 * 86400.0
-#: Wall seconds the run waits, once no event is left, for a job still waiting to start (:meth:`VirtualRun._late_start`).
+#: Wall seconds the run waits, once no event is left, for a job still waiting to start (:meth:`VirtualRun._late_start`):
+#: Kueue may admit a job after its quiet window. Without an admission layer the last step settled with no pod waiting
+#: in the scheduler's queue, so only a scheduler timer could start one (which a step never waits for either).
 LATE_S = 10.0
+LATE_PLAIN_S = 1.0
 #: The quiet window of a step with arrivals only (wall seconds): see :meth:`VirtualRun.run`.
 ARRIVALS_QUIET_S = 0.02
 #: Wall seconds one step may take to settle before the run stops with what was still moving.
@@ -144,7 +147,7 @@ class VirtualRun:
     def run(self, progress: Callable[[int, float], None] | None = None) -> None:
         for j in self.jobs:
             heapq.heappush(self.events, (j.at_s, ARRIVE, next(self.seq), j.name))
-        while self.events or self._late_start():
+        while self.events or self._late_start(LATE_S if self.extra is not None else LATE_PLAIN_S):
             if not self.events:
                 continue  # a late start pushed its end: the loop goes on from there
             t = self.events[0][0]
@@ -333,7 +336,7 @@ class VirtualRun:
             self.cancelled.add(seq)
             del self.ahead[job]
 
-    def _late_start(self, within_s: float = LATE_S) -> bool:
+    def _late_start(self, within_s: float) -> bool:
         """No event is left but jobs are unfinished: wait ``within_s`` for a pod the last step's reaction still
         starts (Kueue admitting a job after its quiet window); it starts at the last step's time. False: none did."""
         if self._done() >= len(self.arrived) or not self.clock.times:
