@@ -29,33 +29,29 @@ def test_the_package_keeps_its_layers(tmp_path):
     assert "3 kept, 0 broken" in out.stdout
 
 
-def test_an_upward_import_breaks_the_layer_contract(tmp_path):
+def _planted(tmp_path: Path, module: str, line: str) -> str:
+    """import-linter's report on a copy of the package with ``line`` appended to ``module`` (a path under dra_harness)."""
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
-    rest = copy / "dra_harness" / "kube" / "rest.py"
-    rest.write_text(rest.read_text() + "\nfrom dra_harness.plugin import inputs  # planted: kube must not know the plugin\n")
+    target = copy / "dra_harness" / module
+    target.write_text(target.read_text() + f"\n{line}  # planted\n")
     out = _lint(copy, tmp_path)
-    assert out.returncode != 0
-    assert "dra_harness.kube is not allowed to import dra_harness.plugin" in out.stdout, out.stdout
+    assert out.returncode != 0, out.stdout
+    return " ".join(out.stdout.split())
+
+
+def test_an_upward_import_breaks_the_layer_contract(tmp_path):
+    out = _planted(tmp_path, "kube/rest.py", "from dra_harness.plugin import inputs")  # kube must not know the plugin
+    assert "dra_harness.kube is not allowed to import dra_harness.plugin" in out, out
 
 
 def test_kind_importing_the_embedded_cluster_breaks_the_peers_contract(tmp_path):
     """Negative control of the independence contract: one provider reaching into the other is named."""
-    copy = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
-    config = copy / "dra_harness" / "providers" / "kind" / "config.py"
-    config.write_text(config.read_text() + "\nfrom dra_harness.providers.embedded import commands  # planted\n")
-    out = _lint(copy, tmp_path)
-    assert out.returncode != 0
-    assert "dra_harness.providers.kind is not allowed to import dra_harness.providers.embedded" in " ".join(out.stdout.split())
+    out = _planted(tmp_path, "providers/kind/config.py", "from dra_harness.providers.embedded import commands")
+    assert "dra_harness.providers.kind is not allowed to import dra_harness.providers.embedded" in out, out
 
 
 def test_the_report_importing_the_embedded_cluster_breaks_the_forbidden_contract(tmp_path):
     """Negative control of the forbidden contract: a check or report module reaching the embedded cluster is named."""
-    copy = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "dra_harness", copy / "dra_harness", ignore=shutil.ignore_patterns("__pycache__"))
-    module = copy / "dra_harness" / "report" / "readable.py"
-    module.write_text(module.read_text() + "\nfrom dra_harness.providers.embedded import cluster  # planted\n")
-    out = _lint(copy, tmp_path)
-    assert out.returncode != 0
-    assert "dra_harness.report is not allowed to import dra_harness.providers.embedded" in " ".join(out.stdout.split())
+    out = _planted(tmp_path, "report/readable.py", "from dra_harness.providers.embedded import cluster")
+    assert "dra_harness.report is not allowed to import dra_harness.providers.embedded" in out, out
