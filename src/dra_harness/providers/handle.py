@@ -28,7 +28,6 @@ from dra_harness.providers.hardware import Hardware
 from dra_harness.providers.profiles import DriverProfile
 
 
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@ Before this module a section was written twice (the Markdown and the HTML templa
 evidence by matching record keys, so a typo or a forgotten template showed as an empty section.
 Here a section is one :class:`Section` (title, columns, a function from the run's results to rows,
 the sentence shown when nothing ran); both templates render every registered section through one
-generic table macro each. A suite names the section its record feeds (``evidence.record(section=...)``)
+generic table loop each. A suite names the section its record feeds (``evidence.record(section=...)``)
 and an unknown name raises :class:`SectionError` at that call; a summary whose records name a section
 this harness cannot render raises at report time. Adding a section: docs/report.md, "Adding a section".
 """
@@ -15,14 +15,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dra_harness.errors import HarnessError
 from dra_harness.kube.types import Obj
 
 Rows = Callable[[Obj], list[Obj]]
 """From the summary (its ``results``, each with ``evidence`` records, and ``allocations``) to table rows."""
 
 
-class SectionError(Exception):
-    """A section's contract is broken: a record names no known section, or a section cannot render."""
+class SectionError(HarnessError):
+    """A section's contract is broken: a record names no known section, or a section cannot render
+    (the CLI prints it as one line: ``report`` of a run directory a newer harness wrote)."""
 
 
 @dataclass(frozen=True)
