@@ -74,8 +74,8 @@ def test_a_missing_device_class_and_missing_slices_are_named(handle):
     handle.pod(ns, "ghost", template="ghost")
     wait_unschedulable(handle.kube, ns, "ghost")
     # Every driver down and its slices gone: the class matches nothing that is published.
-    for node in handle.embedded.state().spec.node_names():
-        handle.embedded.stop_driver(node)
+    for node in handle.provider.embedded.state().spec.node_names():
+        handle.provider.embedded.stop_driver(node)
     for s in handle.kube.list(rest.RESOURCE_SLICES):
         handle.kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
     handle.pod(ns, "no-slices", template=handle.template(ns, "plain")["metadata"]["name"])
@@ -134,7 +134,7 @@ def test_a_device_forced_into_two_claims_fails_the_uniqueness_check(handle):
     handle.kube.replace_status(rest.RESOURCE_CLAIMS, intruder)
     assert allocated_devices(handle.kube.get(rest.RESOURCE_CLAIMS, "intruder", ns)) == allocated_devices(victim)
 
-    out = run_suite(handle.embedded, "suites/test_sharing.py::test_pods_using_templates_never_share_a_device")
+    out = run_suite(handle.provider.embedded, "suites/test_sharing.py::test_pods_using_templates_never_share_a_device")
     assert out.returncode == 1, out.stdout[-2000:]
     assert "is allocated to 2 claims" in out.stdout and "controls/intruder" in out.stdout
 
@@ -149,7 +149,7 @@ def test_a_failed_test_leaves_its_namespace_as_evidence_and_keeps_it_on_request(
         "    wait_running(cluster.kube, namespace, 'stuck', timeout=3)\n"
     )
     report = tmp_path / "report"
-    out = run_suite(handle.embedded, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.")
+    out = run_suite(handle.provider.embedded, str(failing), f"--report-dir={report}", "--keep-on-failure", "--rootdir=.")
     assert out.returncode == 1, out.stdout[-2000:]
     assert "timed out after 3s waiting for pod" in out.stdout, out.stdout[-3000:]
     dumps = list((report / "failures").glob("*.json"))
@@ -169,7 +169,7 @@ TENANT_AUDIT = "suites/test_sharing.py::test_no_existing_claim_is_shared_across_
 
 
 def _tenant_audit(handle, report) -> tuple[subprocess.CompletedProcess, dict]:
-    out = run_suite(handle.embedded, TENANT_AUDIT, f"--report-dir={report}", f"--junitxml={report}/junit.xml")
+    out = run_suite(handle.provider.embedded, TENANT_AUDIT, f"--report-dir={report}", f"--junitxml={report}/junit.xml")
     rows = [r for r in read_results(report) if r["nodeid"] == TENANT_AUDIT]
     assert len(rows) == 1, out.stdout[-2000:]
     return out, rows[0]

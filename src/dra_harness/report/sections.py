@@ -15,16 +15,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dra_harness.errors import HarnessError
+from dra_harness.errors import InputError
 from dra_harness.kube.types import Obj
 
 Rows = Callable[[Obj], list[Obj]]
 """From the summary (its ``results``, each with ``evidence`` records, and ``allocations``) to table rows."""
 
 
-class SectionError(HarnessError):
-    """A section's contract is broken: a record names no known section, or a section cannot render
-    (the CLI prints it as one line: ``report`` of a run directory a newer harness wrote)."""
+class SectionError(InputError):
+    """A section's contract is broken by its input (a suite's record, a run directory a newer harness wrote): it
+    names no known section, or a section cannot render. The CLI prints it as one line."""
 
 
 @dataclass(frozen=True)
