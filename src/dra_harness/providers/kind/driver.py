@@ -114,12 +114,9 @@ def helm_command(helm: str, kubeconfig: Path, chart: Path, image: str, gpus_per_
 def installed_driver_name(kubeconfig: Path, home: Path) -> str:
     """The driver name the release's values give (the chart's own rule: ``driverName``, else
     ``<deviceProfile>.example.com``), read back from Helm after a user's values."""
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    proc = subprocess.run([helm_binary(), "get", "values", RELEASE, "--all", "--output", "json", "--kubeconfig", str(kubeconfig),
-                           "--namespace", NAMESPACE], capture_output=True, text=True, timeout=60, env=env)
-    if proc.returncode != 0:
-        raise KindError(f"helm get values {RELEASE} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
-    values = json.loads(proc.stdout or "{}")
+    out = run_helm([helm_binary(), "get", "values", RELEASE, "--all", "--output", "json", "--kubeconfig", str(kubeconfig),
+                    "--namespace", NAMESPACE], home, f"get values {RELEASE}", timeout=60)
+    values = json.loads(out or "{}")
     return str(values.get("driverName") or f"{values.get('deviceProfile') or 'gpu'}.example.com")
 
 
@@ -127,17 +124,18 @@ def helm_binary() -> str:
     return str(builder.build_all([catalog.HELM], quiet=True)[catalog.HELM.dirname].binary("helm"))
 
 
-def run_helm(argv: list[str], home: Path, what: str) -> None:
-    """Run Helm with its cache and config in ``home`` (the cluster's state); KindError naming ``what`` on failure."""
+def run_helm(argv: list[str], home: Path, what: str, timeout: float = 420) -> str:
+    """Run Helm with its cache and config in ``home`` (the cluster's state); its output, or KindError naming ``what``."""
     env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=420, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
-        raise KindError(f"helm install of {what} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+        raise KindError(f"helm {what} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+    return proc.stdout
 
 
 def install_with_helm(kubeconfig: Path, image: str, gpus_per_node: int, home: Path, user: tuple[str, ...] = ()) -> str:
     """``helm upgrade --install`` of the chart (with the user's values and ``--set`` pairs, ``user``)."""
-    run_helm(helm_command(helm_binary(), kubeconfig, chart_dir(), image, gpus_per_node, user), home, "the example driver")
+    run_helm(helm_command(helm_binary(), kubeconfig, chart_dir(), image, gpus_per_node, user), home, "install of the example driver")
     given = f", the user's {' '.join(shown_helm_args(user))}" if user else ""
     return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from sigs.k8s.io/dra-example-driver@v{catalog.EXAMPLE_DRIVER_VERSION}{given}"
 

@@ -119,6 +119,6 @@ def install(cluster: str, workers: list[str], kubeconfig: Path, version: str, pr
         kube.patch(rest.NODES, node, {"metadata": {"labels": {NODE_LABEL: "true"}}})
     run_helm([helm_binary(), "upgrade", "--install", RELEASE, str(chart_dir(version)), "--kubeconfig", str(kubeconfig),
               "--namespace", NAMESPACE, "--create-namespace", *(x for v in helm_values(version) for x in ("--set", v)),
-              *user, "--wait", "--timeout", "5m"], home, "NVIDIA's driver")
+              *user, "--wait", "--timeout", "5m"], home, "install of NVIDIA's driver")
     given = f", the user's {' '.join(shown_helm_args(user))}" if user else ""
     return f"helm v{catalog.HELM_VERSION}, chart {RELEASE} from {catalog.NVIDIA_DRIVER_MODULE}@v{version}{given}"
