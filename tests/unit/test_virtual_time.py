@@ -132,3 +132,24 @@ def test_progress_in_virtual_time_reports_the_step_s_scenario_time_not_the_wall_
 
     assert Reached("shared", 3, 10, t0=0.0, time_compression=1.0, at=3600.0).scenario_s() == 3600.0
     assert Reached("shared", 3, 10, t0=100.0, time_compression=60.0).scenario_s(now=160.0) == 3600.0
+
+
+def _refused(name: str, message: str) -> dict:
+    return {"metadata": {"name": name, "labels": {}}, "spec": {},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "message": message}]}}
+
+
+def test_devices_coming_back_are_waited_on_only_for_a_pod_turned_away_for_devices():
+    from dra_harness.contention.recorder import Recorder
+
+    sc = load(ROOT / "scenarios" / "inference-vs-training.yaml")
+    rec = Recorder(None, "ns")  # type: ignore[arg-type]  # fed by hand: no watch is started
+    run = VirtualRun(None, "ns", sc, [], rec, settle.SchedulerQueue.__new__(settle.SchedulerQueue),  # type: ignore[arg-type]
+                     lambda j: True, [])
+    rec._pod("ADDED", _refused("stuck", "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."), 1.0)
+    assert not run._parked(), "a pod no node matches is not moved by devices coming back"
+    # Negative control: the same pod turned away for its claims is what a step giving devices back must wait on.
+    rec._pod("MODIFIED", _refused("stuck", "0/4 nodes are available: 4 cannot allocate all claims."), 2.0)
+    assert run._parked()
+    rec._pod("DELETED", _refused("stuck", "0/4 nodes are available: 4 cannot allocate all claims."), 3.0)
+    assert not run._parked() and "stuck" not in rec.waits_for_devices
