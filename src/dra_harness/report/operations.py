@@ -109,14 +109,14 @@ def _moved(row: Obj) -> str:
 HEALTH = register(Section(
     "device-health", "Device health",
     (Column("what the driver or kubelet reported, and what followed", "what"), Column("outcome", "outcome", "chip")),
-    rows=health_rows, empty="Device health not checked in this run.", concerns=("device-health",)))
+    rows=health_rows, empty="Device health not checked in this run."))
 METRICS = register(Section(
     "metrics", "Metrics that must move",
     (Column("component", "component"), Column("series", "series", "code"), Column("before → after", "change"),
      Column("status", "status", "chip", tone=_moved)),
-    rows=metrics_rows, empty="Metrics not checked in this run.", concerns=("metrics",)))
+    rows=metrics_rows, empty="Metrics not checked in this run."))
 GOVERNANCE = register(Section(
     "governance", "Governance",
     (Column("check", "check"), Column("outcome", "outcome", "chip"), Column("what was seen", "seen"),
      Column("findings", "findings")),
-    rows=governance_rows, empty="Governance not checked in this run.", concerns=("governance",)))
+    rows=governance_rows, empty="Governance not checked in this run."))

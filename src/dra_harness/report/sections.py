@@ -12,7 +12,7 @@ this harness cannot render raises at report time. Adding a section: docs/report.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from dra_harness.errors import InputError
@@ -46,8 +46,6 @@ class Section:
     columns: tuple[Column, ...]
     rows: Rows
     empty: str
-    #: suite concerns whose untagged records this section also reads (evidence written before the tags).
-    concerns: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if not self.columns or not callable(self.rows):
@@ -80,11 +78,12 @@ def known(section_id: str) -> Section:
 
 
 def records(summary: Obj, section: Section) -> Iterable[tuple[Obj, Obj]]:
-    """(result, record) pairs for a section: records tagged with its id, and untagged ones of its concerns."""
+    """(result, record) pairs for a section: records tagged with its id, and untagged ones of the suite concern
+    of the same name (evidence written before records were tagged)."""
     for r in summary.get("results") or []:
         for rec in r.get("evidence") or []:
             tag = rec.get("section")
-            if tag == section.id or (tag is None and r.get("concern") in section.concerns):
+            if tag == section.id or (tag is None and r.get("concern") == section.id):
                 yield r, rec
 
 
