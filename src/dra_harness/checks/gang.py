@@ -32,11 +32,13 @@ class Gang:
 
 
 def free_devices(cluster: ClusterHandle, count: int) -> tuple[str, list[Obj]]:
-    """A node with ``count`` devices nobody holds, and those devices (lowest names first)."""
+    """A node the harness's pods may use (not cordoned, no NoSchedule/NoExecute taint) with ``count`` devices nobody
+    holds, and those devices (lowest names first). A drawn staging shape cordoned the node with the most free devices."""
+    usable = set(cluster.schedulable_nodes())
     for node, devices in sorted(cluster.free_devices().items()):
-        if len(devices) >= count:
+        if node in usable and len(devices) >= count:
             return node, devices[:count]
-    raise NotEstablished(f"no node has {count} free devices of {cluster.driver} for the gang check")
+    raise NotEstablished(f"no schedulable node has {count} free devices of {cluster.driver} for the gang check")
 
 
 def _only(cluster: ClusterHandle, devices: list[Obj]) -> list[str]:
