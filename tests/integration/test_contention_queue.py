@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from dra_harness.kube import kueue_api
 from dra_harness.providers.embedded import kueue
 from dra_harness.kube import rest
 from dra_harness.kube.waits import watch_until
@@ -48,9 +49,9 @@ def _nothing_left(cluster) -> None:
     crds = [c["metadata"]["name"] for c in kube.list(kueue.CRDS) if c["metadata"]["name"].endswith("kueue.x-k8s.io")]
     assert crds == [], f"Kueue CRDs left: {crds}"
     assert [b["metadata"]["name"] for b in kube.list(rest.CLUSTER_ROLE_BINDINGS)
-            if b["metadata"]["name"] == kueue.METRICS_READER] == [], "the metrics reader's binding was left"
+            if b["metadata"]["name"] == kueue_api.METRICS_READER] == [], "the metrics reader's binding was left"
     # Namespaces go in the background; none may be held by a finalizer that nobody will drop any more.
-    watch_until(kube, rest.NAMESPACES, lambda ns: not any(n["metadata"]["name"] == kueue.NAMESPACE or
+    watch_until(kube, rest.NAMESPACES, lambda ns: not any(n["metadata"]["name"] == kueue_api.NAMESPACE or
                                                           n["metadata"]["name"].startswith("ctn-") for n in ns),
                 90, "Kueue's and the runs' namespaces to be gone",
                 why=lambda ns: ", ".join(f"{n['metadata']['name']} ({n['status'].get('phase')})" for n in ns))

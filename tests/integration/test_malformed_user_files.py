@@ -354,7 +354,7 @@ def test_a_run_id_whose_cluster_belongs_to_a_live_run_fails_pytest_in_one_line_a
     """A second run given a running run's id would reuse its embedded cluster, then tear it down under it."""
     from dra_harness import providers
     from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
-    from dra_harness.providers.embedded.state import ClusterState
+    from dra_harness.providers.localstate import ClusterState
 
     run_id = f"taken-{os.urandom(3).hex()}"
     cluster = LocalCluster(f"run-{run_id}")

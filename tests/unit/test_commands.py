@@ -12,7 +12,7 @@ from dra_harness.providers.driver_configs import by_name
 from dra_harness.components import gates
 from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
+from dra_harness.providers.localstate import ClusterSpec, ClusterState
 
 STATE = ClusterState(
     spec=ClusterSpec(name="t", k8s_version="1.36.3"),

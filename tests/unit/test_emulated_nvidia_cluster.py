@@ -11,7 +11,7 @@ from dra_harness.errors import InputError
 from dra_harness.components import emulated_gpus
 from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.provider import _driver, driver_description, local_hardware
-from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
+from dra_harness.providers.localstate import ClusterSpec, ClusterState
 
 
 @pytest.mark.parametrize(("option", "driver"), [(None, "example"), ("example", "example"), ("gpu.example.com", "example"),

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,21 @@ def test_the_package_keeps_its_layers(tmp_path):
     out = _lint(ROOT / "src", tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "3 kept, 0 broken" in out.stdout
+
+
+def test_the_forbidden_contract_names_every_module_outside_the_embedded_provider():
+    """A module added beside the others is covered by the contract, or this names it."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    listed = set(next(c for c in contracts if c["type"] == "forbidden")["source_modules"])
+    package = ROOT / "src" / "dra_harness"
+
+    def modules(folder: Path, prefix: str) -> set[str]:
+        return {f"{prefix}.{p.stem}" for p in folder.iterdir()
+                if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+
+    outside = (modules(package, "dra_harness") - {"dra_harness.providers"}) | (
+        modules(package / "providers", "dra_harness.providers") - {"dra_harness.providers.embedded"})
+    assert sorted(outside - listed) == [] and sorted(listed - outside) == []
 
 
 def _planted(tmp_path: Path, module: str, line: str) -> str:
@@ -55,3 +71,9 @@ def test_the_report_importing_the_embedded_cluster_breaks_the_forbidden_contract
     """Negative control of the forbidden contract: a check or report module reaching the embedded cluster is named."""
     out = _planted(tmp_path, "report/readable.py", "from dra_harness.providers.embedded import cluster")
     assert "dra_harness.report is not allowed to import dra_harness.providers.embedded" in out, out
+
+
+def test_the_provider_registry_importing_the_embedded_cluster_by_name_breaks_the_forbidden_contract(tmp_path):
+    """The registry finds providers through entry points: an import of one by name, even in providers/, is named."""
+    out = _planted(tmp_path, "providers/local.py", "from dra_harness.providers.embedded import provider")
+    assert "dra_harness.providers.local is not allowed to import dra_harness.providers.embedded" in out, out

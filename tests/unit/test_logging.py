@@ -284,13 +284,13 @@ def test_a_start_up_poll_retries_until_its_deadline_and_names_the_last_answer(tm
         return answer
 
     caplog.set_level(logging.DEBUG, logger="dra_harness")
-    cluster._poll("kube-apiserver", time.monotonic() + 10, probe)  # a transient failure, a no, then a yes
-    retries = [r.getMessage() for r in caplog.records if r.name == "dra_harness.providers.embedded.cluster"]
+    cluster.readiness.poll("kube-apiserver", time.monotonic() + 10, probe)  # a transient failure, a no, then a yes
+    retries = [r.getMessage() for r in caplog.records if r.name == "dra_harness.providers.embedded.readiness"]
     assert retries == ["kube-apiserver: attempt 1: API server unreachable: NewConnectionError; again in 0.1s",
                        "kube-apiserver: attempt 2: not ok; again in 0.1s"]
     started = time.monotonic()
     with pytest.raises(ClusterError, match=r"^timed out waiting for nodes Ready: not Ready: gpu-node-1$"):
-        cluster._poll("nodes Ready", time.monotonic() + 0.5, lambda: "not Ready: gpu-node-1")
+        cluster.readiness.poll("nodes Ready", time.monotonic() + 0.5, lambda: "not Ready: gpu-node-1")
     assert 0.5 <= time.monotonic() - started < 3
 
 
@@ -305,7 +305,7 @@ def test_a_process_that_exits_during_start_up_ends_the_poll_at_once(tmp_path, mo
     time.sleep(0.5)
     started = time.monotonic()
     with pytest.raises(ClusterError, match=r"^etcd exited during start-up; last log lines:\netcd: bad flag"):
-        cluster._poll("kube-apiserver", time.monotonic() + 30, lambda: "not ok")
+        cluster.readiness.poll("kube-apiserver", time.monotonic() + 30, lambda: "not ok")
     assert time.monotonic() - started < 5
     cluster.down()
 

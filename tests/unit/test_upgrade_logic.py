@@ -14,7 +14,7 @@ import pytest
 from dra_harness.errors import InputError
 from dra_harness.providers.embedded import commands
 from dra_harness.providers.embedded.etcdstore import PROTOBUF_MAGIC, _prefix_end, stored_type
-from dra_harness.providers.embedded.state import ClusterSpec, ClusterState
+from dra_harness.providers.localstate import ClusterSpec, ClusterState
 from dra_harness.upgrade import plan, record, runner, slices
 from dra_harness.upgrade.runner import StepResult, UpgradeResult, UpgradeSpec
 from dra_harness.upgrade.snapshot import Snapshot, differences

@@ -19,7 +19,8 @@ from rich.table import Table
 
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
-from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers import open_cluster
+from dra_harness.providers.localstate import ClusterSpec
 
 
 def _kib(pid: int, field: str) -> int:
@@ -36,7 +37,7 @@ def cluster_bench(runs: int, nodes: int, gpus: int, k8s_version: str, console: C
     builder.build_all(catalog.for_cluster(k8s_version))
     rows = []
     for i in range(runs):
-        c = LocalCluster(f"bench-{os.getpid()}-{i}")
+        c = open_cluster(f"bench-{os.getpid()}-{i}")
         st = c.up(ClusterSpec(name=c.name, nodes=nodes, gpus_per_node=gpus, k8s_version=k8s_version))
         time.sleep(2)  # let start-up allocations settle before reading memory
         pids = c.pids()

@@ -18,7 +18,8 @@ from dra_harness.components import catalog
 from dra_harness.checks.incontainer import probe_pod, read_env
 from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import wait_running
-from dra_harness.providers.embedded.cluster import ClusterSpec, LocalCluster
+from dra_harness.providers import open_cluster
+from dra_harness.providers.localstate import ClusterSpec
 from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.components.images import WORKLOAD_IMAGE
 
@@ -29,7 +30,7 @@ def real_node_bench(runs: int, pods: int, k8s_version: str, console: Console) ->
     builder.build_all(catalog.for_cluster(k8s_version, real_nodes=True))
     rows: dict[str, list[float]] = {}
     for i in range(runs):
-        c = LocalCluster(f"bench-real-{os.getpid()}-{i}")
+        c = open_cluster(f"bench-real-{os.getpid()}-{i}")
         st = c.up(ClusterSpec(name=c.name, nodes=1, gpus_per_node=8, k8s_version=k8s_version, real_nodes=1), timeout=240)
         try:
             rows.setdefault("containerd", []).append(st.timings[f"{NODE}_containerd_ready"])

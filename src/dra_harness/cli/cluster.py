@@ -16,11 +16,9 @@ from dra_harness import providers
 from dra_harness.providers import driver_configs
 from dra_harness.providers.chart_values import helm_user_args
 from dra_harness.providers.base import StandaloneSpec
-from dra_harness.providers.embedded.cluster import (
-    DEFAULT_NAME,
-    ClusterError,
-    LocalCluster,
-)
+from dra_harness.errors import ClusterError
+from dra_harness.providers import open_cluster, running
+from dra_harness.providers.localstate import DEFAULT_NAME
 
 err = Console(stderr=True)
 #: Providers whose clusters ``cluster up`` and ``cluster down`` start and remove.
@@ -116,10 +114,7 @@ def down(name: str, all_: bool, provider: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(name: str, as_json: bool) -> None:
     """Show whether a cluster's processes are running."""
-    c = LocalCluster(name)
-    if not c.exists():
-        raise ClusterError(f"cluster {name!r} is not up")
-    info = c.status()
+    info = running(name).status()
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -136,7 +131,7 @@ def status(name: str, as_json: bool) -> None:
 @name_option
 def kubeconfig(name: str) -> None:
     """Print the path of a cluster's admin kubeconfig."""
-    c = LocalCluster(name)
+    c = open_cluster(name)
     if not c.kubeconfig.exists():
         raise ClusterError(f"cluster {name!r} is not up")
     click.echo(str(c.kubeconfig))
@@ -146,7 +141,7 @@ def kubeconfig(name: str) -> None:
 @name_option
 def env(name: str) -> None:
     """Print shell exports for the cluster: KUBECONFIG, and PATH with the matching kubectl first."""
-    c = LocalCluster(name)
+    c = open_cluster(name)
     st = c.state()
     if st is None:
         raise ClusterError(f"cluster {name!r} is not up")
@@ -168,7 +163,7 @@ def diagnose(namespace: str | None, kubeconfig: str | None, context: str | None,
     from dra_harness.checks.diagnose import diagnose as run_diagnosis
     from dra_harness.kube.client import connect
 
-    embedded = LocalCluster(name or DEFAULT_NAME)
+    embedded = open_cluster(name or DEFAULT_NAME)
     if kubeconfig is None and (name or not os.environ.get("KUBECONFIG")) and embedded.kubeconfig.exists():
         kubeconfig = str(embedded.kubeconfig)
     results = run_diagnosis(connect(kubeconfig, context), namespace)

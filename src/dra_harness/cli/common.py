@@ -16,7 +16,10 @@ from dra_harness import heartbeat
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded.cluster import ClusterError, ClusterSpec, LocalCluster
+from dra_harness.errors import ClusterError
+from dra_harness.providers import open_cluster
+from dra_harness.providers.local import LocalClusterApi
+from dra_harness.providers.localstate import ClusterSpec
 
 from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION
 from dra_harness.options import BY_DEST, Option
@@ -44,16 +47,16 @@ k8s_version_option = table_option("k8s_version", default=DEFAULT_KUBERNETES_VERS
 
 @contextmanager
 def embedded_cluster(name: str | None, k8s_version: str, console: Console, prefix: str,
-                     nodes: int = 1, gpus_per_node: int = 1) -> Iterator[tuple[LocalCluster, Kube, str]]:
+                     nodes: int = 1, gpus_per_node: int = 1) -> Iterator[tuple[LocalClusterApi, Kube, str]]:
     """A running embedded cluster by name, or a fresh small one (``<prefix>-<pid>``) removed at the end."""
     if name:
-        c = LocalCluster(name)
+        c = open_cluster(name)
         st = c.state()
         if st is None:
             raise ClusterError(f"no running embedded cluster named {name!r}")
         yield c, c.kube(), st.spec.k8s_version
         return
-    c = LocalCluster(f"{prefix}-{os.getpid()}")
+    c = open_cluster(f"{prefix}-{os.getpid()}")
     builder.build_all(catalog.for_cluster(k8s_version))
     with heartbeat.status(console, f"starting an embedded cluster (Kubernetes {k8s_version})"):
         c.up(ClusterSpec(name=c.name, nodes=nodes, gpus_per_node=gpus_per_node, k8s_version=k8s_version, owner_pid=os.getpid()))

@@ -27,7 +27,7 @@ from dra_harness.contention.scenario import DESIGNS, Scenario, ScenarioError, lo
 from dra_harness.contention.settle import SchedulerQueue
 from dra_harness.contention.topology import Topology
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.local import LocalClusterApi
 from dra_harness.report import rundir
 
 console = Console(width=None if Console().is_terminal else 130)
@@ -51,7 +51,7 @@ def _say(design: str) -> sizing.Progress:
     return lambda p: console.print(probe_line(design, p), highlight=False)
 
 
-def _run_at(cluster: LocalCluster, kube: Kube, version: str, run_id: str, out: Path,
+def _run_at(cluster: LocalClusterApi, kube: Kube, version: str, run_id: str, out: Path,
             scheduler: SchedulerQueue) -> sizing.RunAt:
     """A run function for the search: each probe on its own simulated nodes, deleted after it."""
     def run_at(sc: Scenario, design: str) -> dict:

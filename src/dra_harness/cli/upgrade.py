@@ -19,7 +19,7 @@ from rich.table import Table
 
 from dra_harness import heartbeat
 from dra_harness.components import catalog
-from dra_harness.providers.embedded import driver_daemonset as driver_daemonset_mod
+from dra_harness.providers.localstate import DRIVER_DAEMONSET_STRATEGIES
 from dra_harness.components.real_node_host import choose_real_nodes
 from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
 from dra_harness.report import rundir, summary
@@ -66,7 +66,7 @@ def print_result(result: runner.UpgradeResult) -> None:
 @click.option("--and-back", is_flag=True, help="Then roll every driver back to --driver-from (a downgrade).")
 @click.option("--unsupported-skew", is_flag=True,
               help="First try the new kubelet under the old control plane on a real node (reported as a finding), then put it back.")
-@click.option("--driver-daemonset", type=click.Choice(sorted(driver_daemonset_mod.STRATEGIES)),
+@click.option("--driver-daemonset", type=click.Choice(sorted(DRIVER_DAEMONSET_STRATEGIES)),
               help="Run the first real node's driver as a DaemonSet's pod, as clusters do, and roll it by its image: "
                    "surge (the chart's: the new pod beside the old) or replace (a DaemonSet's default: the old pod goes first).")
 @table_option("real_nodes", help="Nodes with a real kubelet and containerd (default: 1 where this host can run one, as root).")

@@ -30,6 +30,8 @@ from dra_harness.kube.builders import PAUSE_IMAGE
 from dra_harness.components.oci import File, Image, write_layout
 
 WORKLOAD_IMAGE = "dra-harness.local/busybox:1"
+#: A public image with a shell, for container-level checks where the cluster offers none of its own.
+PUBLIC_PROBE_IMAGE = "docker.io/library/busybox:1.36"
 NVML_PROBE_IMAGE = "dra-harness.local/nvml-probe"
 DRIVER_IMAGE = f"dra-harness.local/dra-example-driver:v{catalog.EXAMPLE_DRIVER_VERSION}"
 BUSYBOX = Path("/usr/bin/busybox")  # Debian busybox-static

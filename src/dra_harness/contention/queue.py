@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dra_harness.contention.settle import Metrics
+from dra_harness.errors import ClusterError
 from dra_harness.kube import kueue_api, rest
 from dra_harness.kube.builders import RUN_DURATION_ANNOTATION
 from dra_harness.kube.mirror import Mirror
@@ -30,7 +31,7 @@ from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import DRIVER, NODE_LABEL, Topology
-from dra_harness.providers.embedded import kueue
+from dra_harness.providers.local import LocalClusterApi, RunningKueue
 
 log = logging.getLogger(__name__)
 
@@ -167,24 +168,26 @@ def parse_admission(text: str, cluster_queue: str) -> AdmissionState:
 
 
 class KueueQueue(Metrics):
-    """Kueue's /metrics, checked against the cluster's CA, read with a token of :data:`kueue.METRICS_READER`."""
+    """Kueue's /metrics, checked against the cluster's CA, read with a token of :data:`dra_harness.kube.kueue_api.METRICS_READER`."""
 
-    def __init__(self, kube: Kube, running: kueue.Kueue, ca: Path) -> None:
+    def __init__(self, kube: Kube, running: RunningKueue, ca: Path) -> None:
         ctx = ssl.create_default_context(cafile=str(ca))
-        super().__init__("Kueue", running.metrics_port, ctx, lambda: kueue.metrics_token(kube))
+        super().__init__("Kueue", running.metrics_port, ctx, lambda: kueue_api.metrics_token(kube))
 
     def read(self, cluster_queue: str) -> AdmissionState:
         return parse_admission(self.text(), cluster_queue)
 
 
 @contextmanager
-def kueue_running(cluster, kube: Kube, topo: Topology, wanted: bool = True) -> Iterator[KueueQueue | None]:
+def kueue_running(cluster: LocalClusterApi | None, kube: Kube, topo: Topology, wanted: bool = True) -> Iterator[KueueQueue | None]:
     """Kueue started beside the embedded ``cluster`` for ``topo``'s DeviceClasses, and its admission queue's
     reader; stopped after. ``wanted`` False: nothing started, None given."""
     if not wanted:
         yield None
         return
-    running = kueue.start(cluster, kube, device_classes(topo))
+    if cluster is None:
+        raise ClusterError("the queue design starts Kueue beside a cluster this machine runs (the embedded cluster)")
+    running = cluster.start_kueue(kube, device_classes(topo))
     reader = None
     try:
         reader = KueueQueue(kube, running, cluster.state_dir / "pki" / "ca.crt")
@@ -192,7 +195,7 @@ def kueue_running(cluster, kube: Kube, topo: Topology, wanted: bool = True) -> I
     finally:
         if reader is not None:
             reader.close()
-        kueue.stop(cluster, kube, running)
+        cluster.stop_kueue(kube, running)
 
 
 class Settled:

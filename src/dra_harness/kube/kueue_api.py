@@ -8,6 +8,7 @@ is not ours; only starting Kueue beside the embedded cluster is that provider's 
 from __future__ import annotations
 
 from dra_harness.kube import rest
+from dra_harness.kube.rest import Kube
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -28,3 +29,17 @@ OBJECTS = (WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES, RESOURCE_FLAVORS, WORKLOAD_P
 #: The cluster-scoped kinds a run creates (its LocalQueue goes with the run's namespace), in the order a sweep
 #: deletes them: a ResourceFlavor in use is kept by its finalizer until its ClusterQueue is gone.
 CLUSTER_SCOPED = (CLUSTER_QUEUES, WORKLOAD_PRIORITY_CLASSES, RESOURCE_FLAVORS)
+
+#: The namespace Kueue runs its own objects in, as its manifests name it.
+NAMESPACE = "kueue-system"
+#: Who reads Kueue's /metrics (its admission queue, for the virtual clock): a ServiceAccount of ours bound to the
+#: built-in ``system:monitoring`` role. Kueue's metrics server takes bearer tokens only (TokenReview), not certificates.
+METRICS_READER = "dra-harness-metrics-reader"
+
+
+def metrics_token(kube: Kube, seconds: int = 86400) -> str:
+    """A short-lived token of :data:`METRICS_READER` (TokenRequest; kept in memory only, never written)."""
+    path = rest.SERVICE_ACCOUNTS.path(NAMESPACE, METRICS_READER, "token")
+    token: str = kube.request("POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                             "spec": {"expirationSeconds": seconds}})["status"]["token"]
+    return token

@@ -10,26 +10,21 @@ maps ``--cluster`` names to them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Console
 
 from dra_harness.errors import InputError
+from dra_harness.providers.abilities import FingerprintSources
 from dra_harness.kube.rest import Kube
+from dra_harness.providers.handle import ClusterHandle
 
 if TYPE_CHECKING:
     from dra_harness.options import RunConfig
-    from dra_harness.providers.handle import ClusterHandle
+    from dra_harness.providers.local import LocalClusterApi
 
-#: A public image with a shell, for container-level checks where the cluster offers none of its own.
-PUBLIC_PROBE_IMAGE = "docker.io/library/busybox:1.36"
-
-#: What a provider reports about the cluster for the run's fingerprint: API access, the
-#: components' /metrics it can read, the driver build it knows, and extra facts.
-FingerprintSources = tuple[Kube, dict[str, Callable[[], str]], str | None, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -88,6 +83,12 @@ class Provider:
     def down_standalone(cls, name: str, every: bool, console: Console) -> None:
         """Remove a cluster started by :meth:`up_standalone` (``every``: all of this user's)."""
         raise NotImplementedError(f"the {cls.name} provider does not remove clusters")
+
+    @classmethod
+    def local_cluster(cls, name: str) -> LocalClusterApi | None:
+        """A cluster of this provider's whose processes run on this machine, by name, for the commands that
+        drive one in place (:mod:`dra_harness.providers.local`); None: this provider runs none here."""
+        return None
 
     @classmethod
     def configure_standalone(cls, name: str, configs: tuple[str, ...], nodes: tuple[str, ...], timeout: float,

@@ -15,7 +15,8 @@ from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
 from dra_harness.providers import profiles
-from dra_harness.providers.base import FingerprintSources, Provider
+from dra_harness.providers.abilities import FingerprintSources
+from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.hardware import Hardware, devices_by_node, load_hardware
 from dra_harness.providers.profiles import DriverProfile

@@ -2,7 +2,7 @@
 
 Suites get a :class:`ClusterHandle` whatever the provider; what the provider can do
 (stop a node's driver, add simulated nodes) the handle answers by asking it
-(:class:`~dra_harness.providers.base.Provider`), and suites that need an action the
+(:class:`~dra_harness.providers.abilities.ProviderAbilities`), and suites that need an action the
 provider lacks skip with that reason.
 """
 
@@ -23,7 +23,8 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
 from dra_harness.retrying import NotYet, until
-from dra_harness.providers.base import PUBLIC_PROBE_IMAGE, Provider
+from dra_harness.components.images import PUBLIC_PROBE_IMAGE
+from dra_harness.providers.abilities import ProviderAbilities
 from dra_harness.providers.hardware import Hardware
 from dra_harness.providers.profiles import DriverProfile
 
@@ -53,7 +54,7 @@ def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
 
 @dataclass
 class ClusterHandle:
-    provider: Provider
+    provider: ProviderAbilities
     kube: Kube
     kubeconfig: Path
     run_id: str

@@ -18,8 +18,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import pod_claims, wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion, wait_for_object
-from dra_harness.providers.embedded import realcluster
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.local import LocalClusterApi
 from dra_harness.upgrade.workloads import DEVICE_CLASS, GPU_CONFIG, RUNNING_DEADLINE_S, Workloads, request
 
 FAULTS = {
@@ -42,7 +41,7 @@ UNSERVED_VERSION = "resource.k8s.io/v1alpha2"
 
 
 @contextmanager
-def at_unprepare(names: tuple[str, ...], cluster: LocalCluster, node: str, done: list[str]) -> Iterator[None]:
+def at_unprepare(names: tuple[str, ...], cluster: LocalClusterApi, node: str, done: list[str]) -> Iterator[None]:
     """Around the unprepare check: with ``driver-gone-at-unprepare``, ``node``'s driver is stopped for
     it and started again after (what was done is appended to ``done``)."""
     if "driver-gone-at-unprepare" not in names:
@@ -74,7 +73,7 @@ def around_last_step(names: tuple[str, ...], kube: Kube, done: list[str]) -> Ite
 
 
 @contextmanager
-def around_storage_read(names: tuple[str, ...], cluster: LocalCluster, namespace: str, done: list[str]) -> Iterator[None]:
+def around_storage_read(names: tuple[str, ...], cluster: LocalClusterApi, namespace: str, done: list[str]) -> Iterator[None]:
     """With ``stored-unserved``: a ResourceClaim stored in a version the new API server cannot serve is in
     etcd while the body reads the storage versions, and deleted after."""
     if "stored-unserved" not in names:
@@ -102,7 +101,7 @@ def check(names: tuple[str, ...], real_nodes: int, driver_daemonset: bool = Fals
                              "its driver is a DaemonSet's pod, which its kubelet would start again")
 
 
-def inject(name: str, cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
+def inject(name: str, cluster: LocalClusterApi, kube: Kube, w: Workloads) -> str:
     """Cause fault ``name`` and wait until the cluster shows it; returns what was done."""
     if name == "container-restart":
         return _restart_container(cluster, kube, w)
@@ -111,7 +110,7 @@ def inject(name: str, cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
     return _replace_claim(kube, w)
 
 
-def _remove_cdi_spec(cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
+def _remove_cdi_spec(cluster: LocalClusterApi, kube: Kube, w: Workloads) -> str:
     pod = kube.get(rest.PODS, w.real_pods[0], w.namespace)
     node = pod["spec"]["nodeName"]
     claim = pod_claims(kube, pod)["gpu"]
@@ -123,14 +122,14 @@ def _remove_cdi_spec(cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
     return f"removed {specs[0].name} on {node} (claim {w.namespace}/{name})"
 
 
-def _restart_container(cluster: LocalCluster, kube: Kube, w: Workloads) -> str:
+def _restart_container(cluster: LocalClusterApi, kube: Kube, w: Workloads) -> str:
     pod = kube.get(rest.PODS, w.real_pods[0], w.namespace)
     status = pod["status"]["containerStatuses"][0]
     container_id = status["containerID"].split("://", 1)[1]
     st = cluster.state()
     if st is None:
         raise ClusterError(f"cluster {cluster.name!r} is not up")
-    rn = realcluster.node(cluster, pod["spec"]["nodeName"])
+    rn = cluster.real_node(pod["spec"]["nodeName"])
     out = rn.ctr(st.binaries["ctr"], "tasks", "kill", "--signal", "SIGKILL", container_id, timeout=30)
     if out.returncode != 0:
         raise ClusterError(f"ctr tasks kill {container_id}: {out.stderr.strip()}")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from dra_harness.kube import rest
 from dra_harness.kube.pods import events_for
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import watch_until
-from dra_harness.providers.embedded import realcluster
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.local import LocalClusterApi
 from dra_harness.upgrade.workloads import wait_published
 
 #: Waiting reasons that mean the container will not start as things stand.
@@ -46,11 +46,12 @@ class RebootResult:
         return text
 
 
-def _container(pod: dict) -> dict:
-    return (pod["status"].get("containerStatuses") or [{}])[0]
+def _container(pod: Obj) -> Obj:
+    container: Obj = (pod["status"].get("containerStatuses") or [{}])[0]
+    return container
 
 
-def _outcome(pod: dict, restarts_before: int) -> str | None:
+def _outcome(pod: Obj, restarts_before: int) -> str | None:
     c = _container(pod)
     state = c.get("state") or {}
     if "running" in state and c.get("restartCount", 0) > restarts_before:
@@ -61,10 +62,10 @@ def _outcome(pod: dict, restarts_before: int) -> str | None:
     return None
 
 
-def observe(cluster: LocalCluster, kube: Kube, namespace: str, pods: list[str], node: str, devices: int) -> RebootResult:
+def observe(cluster: LocalClusterApi, kube: Kube, namespace: str, pods: list[str], node: str, devices: int) -> RebootResult:
     """Reboot ``node`` and wait until each of ``pods`` (on it, in ``namespace``) comes back or is stuck."""
     restarts = {p: _container(kube.get(rest.PODS, p, namespace)).get("restartCount", 0) for p in pods}
-    ready = realcluster.reboot(cluster, node)
+    ready = cluster.reboot(node)
     booted = time.monotonic() - ready
     wait_published(kube, node, devices, time.monotonic() + SETTLE_DEADLINE_S)
     result = RebootResult(node, round(ready, 3), round(time.monotonic() - booted, 3))

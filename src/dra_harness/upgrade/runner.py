@@ -2,7 +2,7 @@
 
 The cluster comes up at the old release with :mod:`~dra_harness.upgrade.workloads` Running; each
 :mod:`~dra_harness.upgrade.plan` step swaps one process for the new release's binary
-(:meth:`LocalCluster.swap`) and is followed by a new claim's pod (does allocation still work, and
+(:meth:`~dra_harness.providers.local.LocalClusterApi.swap`) and is followed by a new claim's pod (does allocation still work, and
 how soon) and a snapshot compared with the one taken before the first step. After the last step
 the stored objects are read from etcd: which API version each is stored under, and whether the new
 API server serves that version. Nothing here judges by timing; times are evidence.
@@ -27,11 +27,11 @@ from dra_harness.kube.pods import pod_claims
 from dra_harness.kube.waits import wait_for_deletion
 from dra_harness.retrying import NotYet, until
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded import driver_daemonset
 from dra_harness.components.catalog import CONTROL_PLANE
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers import open_cluster
+from dra_harness.providers.local import LocalClusterApi
 from dra_harness.providers.profiles import EXAMPLE_DRIVER as DRIVER_NAME
-from dra_harness.providers.embedded.state import ClusterSpec
+from dra_harness.providers.localstate import ClusterSpec
 from dra_harness.upgrade import faults, plan, slices, snapshot, workloads
 from dra_harness.upgrade import reboot as reboot_mod
 from dra_harness.upgrade import skew as skew_mod
@@ -59,7 +59,7 @@ class UpgradeSpec:
     #: Before the upgrade, try the first real node's kubelet at ``to`` under the ``from`` control plane.
     unsupported_skew: bool = False
     #: The first real node's driver runs as a DaemonSet's pod rolled by its image with this strategy
-    #: (``driver_daemonset.STRATEGIES``); None: a process there too, as on the simulated nodes.
+    #: (``DRIVER_DAEMONSET_STRATEGIES``); None: a process there too, as on the simulated nodes.
     driver_daemonset: str | None = None
 
 
@@ -161,7 +161,7 @@ INVARIANT_TEXT = {
 }
 
 
-def _stored(cluster: LocalCluster) -> dict[str, dict[str, int]]:
+def _stored(cluster: LocalClusterApi) -> dict[str, dict[str, int]]:
     """Resource -> stored API version -> objects, as etcd holds them."""
     etcd = cluster.etcd()
     counts: dict[str, dict[str, int]] = {}
@@ -207,7 +207,7 @@ def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> Upgra
     binaries = build(spec)
     run_id = uuid.uuid4().hex[:12]
     name = f"upgrade-{run_id[:6]}"
-    cluster = LocalCluster(name)
+    cluster = open_cluster(name)
     result = UpgradeResult(spec)
     cluster_spec = ClusterSpec(name=name, nodes=spec.nodes, gpus_per_node=spec.devices_per_node,
                                k8s_version=spec.from_version, real_nodes=spec.real_nodes, owner_pid=os.getpid(),
@@ -223,7 +223,7 @@ def run(spec: UpgradeSpec, say: Callable[[str], None] = lambda s: None) -> Upgra
     return result
 
 
-def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict[str, dict[str, str]], result: UpgradeResult,
+def _perform(cluster: LocalClusterApi, cs: ClusterSpec, run_id: str, binaries: dict[str, dict[str, str]], result: UpgradeResult,
              say: Callable[[str], None]) -> None:
     kube = cluster.kube()
     namespace = f"upgrade-{run_id}"
@@ -232,7 +232,7 @@ def _perform(cluster: LocalCluster, cs: ClusterSpec, run_id: str, binaries: dict
     if sp.driver_daemonset and pod_nodes:
         say(f"handing {pod_nodes[0]}'s driver to a DaemonSet at v{sp.driver_from}, rolled by {sp.driver_daemonset}")
         started = time.monotonic()
-        driver_daemonset.install(cluster, kube, pod_nodes[0], sp.driver_from,
+        cluster.install_driver_daemonset(kube, pod_nodes[0], sp.driver_from,
                                  binaries[sp.driver_from]["dra-example-kubeletplugin"], sp.driver_daemonset)
         result.timings["daemonset_install_s"] = time.monotonic() - started
     say("creating workloads: tensor-parallel, template, shared and configured claims" +
@@ -322,12 +322,12 @@ def _real_probe_nodes(step: Step, cs: ClusterSpec) -> list[str]:
     return [step.process.removeprefix("kubelet-")] if step.kind == "kubelet" else []
 
 
-def _step(cluster: LocalCluster, kube: Kube, step: Step, new: dict[str, str], w: workloads.Workloads, cs: ClusterSpec,
+def _step(cluster: LocalClusterApi, kube: Kube, step: Step, new: dict[str, str], w: workloads.Workloads, cs: ClusterSpec,
           t0: float, index: int, baseline: snapshot.Snapshot, cdi_dirs: dict[str, Path],
           probe_deadline: float = workloads.RUNNING_DEADLINE_S) -> StepResult:
     started = time.monotonic()
     if step.daemonset_node:
-        stop_s, serving = driver_daemonset.roll(cluster, kube, step.daemonset_node, step.version, new[step.binary])
+        stop_s, serving = cluster.roll_driver_daemonset(kube, step.daemonset_node, step.version, new[step.binary])
     else:
         stop_s, serving = cluster.swap(step.process, step.version, new[step.binary])
     broken: dict[str, list[str]] = {"allocates": []}

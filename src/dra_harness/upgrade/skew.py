@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dra_harness.errors import HarnessError
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.local import LocalClusterApi
 from dra_harness.upgrade import snapshot, workloads
 
 
@@ -44,7 +44,7 @@ class SkewResult:
         return text + ("; " + "; ".join(self.changes[:3]) if self.changes else "; running pods untouched")
 
 
-def probe(cluster: LocalCluster, kube: Kube, w: workloads.Workloads, node: str, newer: tuple[str, str],
+def probe(cluster: LocalClusterApi, kube: Kube, w: workloads.Workloads, node: str, newer: tuple[str, str],
           older: tuple[str, str], cdi_dirs: dict[str, Path]) -> SkewResult:
     """Swap ``node``'s kubelet to ``newer`` (version, binary), try a pod, swap back to ``older``."""
     result = SkewResult(node, newer[0], older[0])

@@ -28,40 +28,37 @@ import logging
 import os
 import shutil
 import signal
-import ssl
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import ClassVar
+from typing import Any
 
 import yaml
 
 from dra_harness.components import build as builder
-from dra_harness.components import catalog
-from dra_harness.providers.hardware import devices_by_node
+from dra_harness.components import catalog, emulated_gpus, nvidia_chart
+from dra_harness.components.catalog import CONTROL_PLANE
+from dra_harness.errors import ClusterError
+from dra_harness.host import runtime_dirs
+from dra_harness.host.processes import Supervisor, strays
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
-from dra_harness.kube.pods import node_ready, node_schedulable
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.types import Obj
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION
 from dra_harness.lifetime import alive
-from dra_harness.providers import driver_configs
-from dra_harness.components import emulated_gpus
-from dra_harness.components import nvidia_chart
-from dra_harness.host import runtime_dirs
-from dra_harness.providers.embedded import commands, realcluster
-from dra_harness.providers.embedded.ports import take as take_ports
+from dra_harness.providers.embedded import commands, driver_daemonset, drivers, kueue, realcluster
+from dra_harness.providers.embedded.drivers import Drivers
 from dra_harness.providers.embedded.etcdstore import EtcdReader
 from dra_harness.providers.embedded.pki import APISERVER_HOSTS, ETCD_CA, PKI, Identity
-from dra_harness.host.processes import Supervisor, strays
-from dra_harness.providers.embedded.state import DEFAULT_NAME, ClusterSpec, ClusterState
-from dra_harness.errors import ClusterError
-from dra_harness.components.catalog import CONTROL_PLANE
+from dra_harness.providers.embedded.ports import take as take_ports
+from dra_harness.providers.embedded.readiness import Readiness
+from dra_harness.providers.embedded.realnode import RealNode
+from dra_harness.providers.local import RunningKueue
+from dra_harness.providers.localstate import DEFAULT_NAME, ClusterSpec, ClusterState
 from dra_harness.providers.profiles import EXAMPLE_DRIVER
-from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
 DRIVER_NAME = EXAMPLE_DRIVER
@@ -76,12 +73,18 @@ def clusters_root() -> Path:
 
 
 class LocalCluster:
-    """One embedded cluster, addressed by name; safe to construct for a cluster that is not up."""
+    """One embedded cluster, addressed by name; safe to construct for a cluster that is not up.
+
+    A façade (:class:`dra_harness.providers.local.LocalClusterApi` is what others may use of it): it keeps
+    the core (paths, the record in ``cluster.json``, API access, the control plane's processes) and hands
+    the rest to parts that own it (:mod:`.core` lists them)."""
 
     def __init__(self, name: str = DEFAULT_NAME) -> None:
         self.name = name
         self.state_dir = clusters_root() / name
         self.supervisor = Supervisor(self.state_dir)
+        self.drivers = Drivers(self)
+        self.readiness = Readiness(self)
 
     # -- paths and state -------------------------------------------------------
     @property
@@ -136,7 +139,7 @@ class LocalCluster:
         log.info("cluster %s: up in %.1fs at %s", self.name, state.timings["up"], state.server)
         return state
 
-    def _up(self, spec: ClusterSpec, built: dict, t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
+    def _up(self, spec: ClusterSpec, built: dict[str, builder.Built], t0: float, timeout: float, say: Callable[[str], None]) -> ClusterState:
         bins = {name: str(b.binary(name)) for b in built.values() for name in b.component.binaries}
         ports = take_ports(["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"])
         state = ClusterState(spec=spec, ports=ports, binaries=bins, runtime_dir=str(runtime_dirs.create(self.state_dir)))
@@ -159,7 +162,7 @@ class LocalCluster:
         # Serving is enough for what follows: every component uses the admin identity, which RBAC's
         # bootstrap (a post-start hook whose first try waits a second) does not gate. That second
         # is spent starting them; readiness is still awaited before a real kubelet, and before `up` returns.
-        self._poll("kube-apiserver serving", deadline, lambda: None if kube.raw("/version") else "no answer")
+        self.readiness.poll("kube-apiserver serving", deadline, lambda: None if kube.raw("/version") else "no answer")
         state.timings["apiserver_serving"] = time.monotonic() - t0
 
         say("starting controller-manager, scheduler and kwok")
@@ -174,26 +177,26 @@ class LocalCluster:
         say(f"starting {spec.nodes} {spec.driver}-driver plugins")
         for node in spec.node_names():
             self.start_driver(node)
-        self._wait_ready(kube, "kube-apiserver", "/readyz", deadline)
+        self.readiness.ready(kube, "kube-apiserver", "/readyz", deadline)
         state.timings["apiserver_ready"] = time.monotonic() - t0
         if spec.real_nodes:
             realcluster.start_kubelets(self, state, pki, say)
 
         say("waiting for nodes Ready and ResourceSlices")
-        self._wait_nodes_ready(kube, spec, deadline)
+        self.readiness.nodes_ready(kube, spec, deadline)
         state.timings["nodes_ready"] = time.monotonic() - t0
-        self._wait_slices(kube, spec, deadline)
+        self.readiness.slices(kube, spec, deadline)
         state.timings["slices_ready"] = time.monotonic() - t0
-        self._wait_healthy("kube-scheduler", deadline)
+        self.readiness.healthy("kube-scheduler", deadline)
         state.timings["up"] = time.monotonic() - t0
         self._save(state)
         return state
 
-    def _paths(self) -> commands.Paths:
+    def paths(self) -> commands.Paths:
         return commands.Paths(self.state_dir, self.kubeconfig, PKI(self.state_dir / "pki"))
 
     def _start_control_plane_component(self, name: str, st: ClusterState) -> None:
-        paths = self._paths()
+        paths = self.paths()
         if name == "kube-scheduler":
             config = self.state_dir / "scheduler-config.yaml"
             config.write_text(yaml.safe_dump(commands.scheduler_config(paths)))
@@ -219,105 +222,58 @@ class LocalCluster:
         recorded = [Path(st.runtime_dir)] if st and st.runtime_dir else []
         return sorted(set(recorded) | set(runtime_dirs.owned_by(self.state_dir)))
 
+    # -- drivers (the part: :mod:`.drivers`) ----------------------------------------
     def driver_dirs(self, node: str) -> dict[str, Path]:
-        """The plugin's registrar, plugin and CDI dirs: private ones on a KWOK node, the
-        kubelet's and containerd's own on a real node."""
-        if node.startswith("real-node-"):
-            return realcluster.node(self, node).driver_dirs
-        base = self.runtime_dir / node
-        return {"registrar": base / "plugins_registry", "plugins": base / "plugins", "cdi": base / "cdi"}
+        return self.drivers.dirs(node)
 
     def start_driver(self, node: str) -> None:
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        if node not in st.spec.all_node_names():
-            raise ClusterError(f"node {node!r} is not a node of cluster {self.name!r}")
-        if node in st.driver_pods:
-            raise ClusterError(f"the driver on {node} is a DaemonSet's pod: its kubelet starts it, not us")
-        dirs = self.driver_dirs(node)
-        for d in dirs.values():
-            d.mkdir(parents=True, exist_ok=True)
-        if node in st.nvidia:  # the emulated library finds the node's device nodes there (containers: their /dev)
-            self.supervisor.start(f"driver-{node}", commands.nvidia_plugin(st, self._paths(), node, dirs),
-                                  env={"DRA_HARNESS_NVML_DEV_ROOT": str(Path(st.nvidia[node]["root"]) / "dev")})
-        else:
-            self.supervisor.start(f"driver-{node}", commands.driver(st, self._paths(), node, dirs, DRIVER_NAME))
+        self.drivers.start(node)
 
     def configure_driver(self, node: str, config: str) -> None:
-        """Restart ``node``'s plugin in ``config`` (``default`` to go back). The plugin reconciles its
-        own driver's slices; when the configuration changes the driver name (another device profile),
-        nothing would remove the old driver's slices on a KWOK node, so they are deleted here."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        wanted = driver_configs.by_name(config)
-        if config != "default" and commands.release(st.driver_version_of(node)) < (0, 4, 0):
-            raise ClusterError(f"driver configuration {config!r} needs the example driver v0.4.0 or later; "
-                               f"{node} runs v{st.driver_version_of(node)}")
-        if node in st.driver_pods:
-            raise ClusterError(f"the driver on {node} is a DaemonSet's pod: its configuration is the DaemonSet's")
-        if node in st.nvidia:
-            raise ClusterError(f"{node} runs NVIDIA's driver: the example driver's configurations do not apply to it")
-        before = driver_configs.by_name(st.driver_configs.get(node, "default"))
-        self.stop_driver(node)
-        st = self.state() or st
-        if config == "default":
-            st.driver_configs.pop(node, None)
-        else:
-            st.driver_configs[node] = config
-        self._save(st)
-        if before.driver != wanted.driver:
-            kube = self.kube()
-            for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={before.driver},spec.nodeName={node}"):
-                kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
-        self.start_driver(node)
+        self.drivers.configure(node, config)
 
     def stop_driver(self, node: str, kill: bool = False) -> None:
-        """Stop a node's driver: SIGTERM with a grace period, or SIGKILL at once."""
-        self.supervisor.stop(f"driver-{node}", grace=0 if kill else 10, sig=signal.SIGKILL if kill else signal.SIGTERM)
-
-    def record_swap(self, process: str, entry: dict[str, str]) -> None:
-        """Remember that ``process`` now runs another release (``ClusterState.swapped``): a driver
-        DaemonSet rolled by its image, which :meth:`swap` does not do."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        st.swapped[process] = entry
-        self._save(st)
-
-    def record_nvidia(self, node: str, entry: dict[str, str] | None) -> None:
-        """Remember that ``node``'s driver is NVIDIA's plugin (``entry``, as ``ClusterState.nvidia``), or no longer."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        if entry is None:
-            st.nvidia.pop(node, None)
-        else:
-            st.nvidia[node] = entry
-        self._save(st)
+        self.drivers.stop(node, kill)
 
     def hand_driver_to_pod(self, node: str) -> None:
-        """Stop ``node``'s driver process for good: a DaemonSet's pod publishes its devices from now on."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        self.stop_driver(node)
-        if node not in st.driver_pods:
-            st.driver_pods.append(node)
-            self._save(st)
+        self.drivers.hand_to_pod(node)
+
+    def record_swap(self, process: str, entry: dict[str, str]) -> None:
+        self.drivers.record_swap(process, entry)
+
+    def record_nvidia(self, node: str, entry: dict[str, str] | None) -> None:
+        self.drivers.record_nvidia(node, entry)
 
     def record_driver_config(self, node: str, config: str) -> None:
-        """Remember that ``node``'s driver now runs in ``config`` (a DaemonSet's pod reconfigured by its template)."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        if config == "default":
-            st.driver_configs.pop(node, None)
-        else:
-            st.driver_configs[node] = config
-        self._save(st)
+        self.drivers.record_config(node, config)
 
+    def install_driver_daemonset(self, kube: Kube, node: str, version: str, plugin: str,
+                                 strategy: str = "surge") -> list[Obj]:
+        """Real node ``node``'s driver handed to a DaemonSet's pod (:func:`.driver_daemonset.install`)."""
+        return driver_daemonset.install(self, kube, node, version, plugin, strategy)
+
+    def roll_driver_daemonset(self, kube: Kube, node: str, version: str, plugin: str) -> tuple[float, float]:
+        """The DaemonSet rolled to release ``version`` (:func:`.driver_daemonset.roll`)."""
+        return driver_daemonset.roll(self, kube, node, version, plugin)
+
+    # -- real nodes (the part: :mod:`.realcluster`) -----------------------------------
+    def real_node(self, name: str) -> RealNode:
+        return realcluster.node(self, name)
+
+    def reboot(self, node: str, timeout: float = 180) -> float:
+        """Real node ``node`` powered off and on (:func:`.realcluster.reboot`); seconds until Ready again."""
+        return realcluster.reboot(self, node, timeout)
+
+    # -- Kueue beside it (the part: :mod:`.kueue`) -------------------------------------
+    def start_kueue(self, kube: Kube, device_class_mappings: dict[str, list[str]], dra: bool = True) -> kueue.Kueue:
+        return kueue.start(self, kube, device_class_mappings, dra)
+
+    def stop_kueue(self, kube: Kube, running: RunningKueue) -> None:
+        if not isinstance(running, kueue.Kueue):
+            raise ClusterError(f"not a Kueue this cluster started: {running!r}")
+        kueue.stop(self, kube, running)
+
+    # -- control-plane components ----------------------------------------------------
     def restart_component(self, name: str, kill: bool = False, down_for: float = 0.0) -> None:
         """Restart a control-plane component with the same flags (SIGKILL with ``kill``),
         leaving it down ``down_for`` seconds: what a control-plane upgrade or crash looks like."""
@@ -360,9 +316,9 @@ class LocalCluster:
             self._start_control_plane_component(process, st)
             deadline = time.monotonic() + 120
             if process == "kube-apiserver":
-                self._wait_ready(self.kube(), process, "/readyz", deadline)
+                self.readiness.ready(self.kube(), process, "/readyz", deadline)
             else:
-                self._wait_healthy(process, deadline)
+                self.readiness.healthy(process, deadline)
         return stopped - started, time.monotonic() - stopped
 
     # -- objects -----------------------------------------------------------------
@@ -411,88 +367,6 @@ class LocalCluster:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}],
         })
 
-    # -- readiness ---------------------------------------------------------------
-    def _check_alive(self) -> None:
-        for tracked in self.supervisor.tracked():
-            if tracked.name == "watchdog":
-                continue
-            if not tracked.alive():
-                raise ClusterError(
-                    f"{tracked.name} exited during start-up; last log lines:\n{self.supervisor.log_tail(tracked.name)}"
-                )
-
-    def _poll(self, what: str, deadline: float, probe: Callable[[], str | None]) -> None:
-        """Call ``probe`` until it returns None; its last answer explains a timeout. A process
-        that exits meanwhile ends the wait at once (with its log's tail)."""
-
-        def attempt() -> None:
-            self._check_alive()
-            try:
-                answer = probe()
-            except (rest.ApiError, rest.Unreachable) as e:  # a component still starting
-                answer = str(e)
-            if answer is not None:
-                raise NotYet(answer)
-
-        try:
-            until(deadline, 0.1, log, what)(attempt)
-        except NotYet as last:
-            raise ClusterError(f"timed out waiting for {what}: {last}") from None
-
-    def _wait_ready(self, kube: Kube, what: str, path: str, deadline: float) -> None:
-        self._poll(what, deadline, lambda: None if kube.raw(path).strip() == "ok" else "not ok")
-
-    def _wait_nodes_ready(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
-        """Until every node is Ready and rid of the not-ready taint a new node is created with: the node
-        lifecycle controller lifts it some seconds after Ready, and a pod placed before that is Unschedulable
-        ("untolerated taint"), which a check taking the first verdict would read as the cluster's answer."""
-        def probe() -> str | None:
-            nodes = kube.list(rest.NODES, label_selector=f"{DISRUPTABLE_LABEL}=true")
-            ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
-            if missing := sorted(set(spec.all_node_names()) - set(ready)):
-                return f"not Ready: {', '.join(missing)}"
-            tainted = sorted(n["metadata"]["name"] for n in nodes if not node_schedulable(n))
-            return f"still carrying the node controller's taints: {', '.join(tainted)}" if tainted else None
-
-        self._poll("nodes Ready and untainted", deadline, probe)
-
-    def _wait_slices(self, kube: Kube, spec: ClusterSpec, deadline: float) -> None:
-        def probe() -> str | None:
-            slices = kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.driver={spec.driver_name}")
-            counts = {node: len(devices) for node, devices in devices_by_node(slices, spec.driver_name).items()}
-            wrong = {n: counts.get(n, 0) for n in spec.all_node_names() if counts.get(n, 0) != spec.gpus_per_node}
-            if wrong:
-                return "devices per node " + ", ".join(f"{n}={c}" for n, c in sorted(wrong.items()))
-            return None
-
-        self._poll(f"{spec.gpus_per_node} devices in every node's ResourceSlices", deadline, probe)
-
-    def _wait_healthy(self, component: str, deadline: float) -> None:
-        def probe() -> str | None:
-            try:
-                return None if self._component_get(component, "/healthz").strip() == "ok" else "not ok"
-            except OSError as e:
-                return f"{component} healthz: {e}"
-
-        self._poll(f"{component} healthy", deadline, probe)
-
-    _PORTS: ClassVar[dict[str, str]] = {"kube-apiserver": "apiserver", "kube-controller-manager": "controller_manager", "kube-scheduler": "scheduler"}
-
-    def _component_get(self, component: str, path: str) -> str:
-        """GET a control-plane component's own endpoint as the cluster admin."""
-        st = self.state()
-        if st is None:
-            raise ClusterError(f"cluster {self.name!r} is not up")
-        ctx = ssl.create_default_context()
-        # kube-controller-manager and kube-scheduler serve self-signed certificates.
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        pki = self.state_dir / "pki"
-        ctx.load_cert_chain(pki / "admin.crt", pki / "admin.key")
-        url = f"https://127.0.0.1:{st.ports[self._PORTS[component]]}{path}"
-        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
-            return r.read().decode()
-
     def etcd(self) -> EtcdReader:
         """Read-only access to the cluster's etcd, as the API server's etcd client."""
         st = self.state()
@@ -504,7 +378,7 @@ class LocalCluster:
 
     def metrics(self, component: str) -> str:
         """Prometheus text of a control-plane component (``kubernetes_feature_enabled`` etc.)."""
-        return self._component_get(component, "/metrics")
+        return self.readiness.component_get(component, "/metrics")
 
     # -- watchdog ----------------------------------------------------------------
     def _start_watchdog(self, owner: int) -> None:
@@ -530,7 +404,7 @@ class LocalCluster:
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         st = self.state()
         procs = {t.name: ("running" if t.alive() else "exited") for t in self.supervisor.tracked()}
         return {
@@ -543,7 +417,7 @@ class LocalCluster:
             "gpus_per_node": st.spec.gpus_per_node if st else None,
             "server": st.server if st else None,
             "processes": procs,
-            "drivers": _drivers(st) if st else {},
+            "drivers": drivers.describe(st) if st else {},
             "healthy": bool(procs) and all(v == "running" for v in procs.values()),
         }
 
@@ -553,18 +427,6 @@ class LocalCluster:
         for d in self.runtime_dirs():
             found += strays(d)
         return sorted(set(found))
-
-
-def _drivers(st: ClusterState) -> dict[str, str]:
-    """Each node's driver as ``cluster status`` shows it: the release, its configuration, and where it runs."""
-    out = {}
-    for node in st.spec.all_node_names():
-        if node in st.nvidia:
-            out[node] = f"NVIDIA {st.nvidia[node].get('version', '')} on emulated {st.nvidia[node].get('profile', '')} GPUs"
-            continue
-        form = "its DaemonSet's pod" if node in st.driver_pods else "a process"
-        out[node] = f"example v{st.driver_version_of(node)}, configuration {st.driver_configs.get(node, 'default')}, as {form}"
-    return out
 
 
 def _issue_certificates(pki: PKI) -> Identity:

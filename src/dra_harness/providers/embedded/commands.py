@@ -15,7 +15,7 @@ from dra_harness.labels import KWOK_ANNOTATION
 from dra_harness.providers import driver_configs
 from dra_harness.components import gates
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.providers.embedded.state import ClusterState
+from dra_harness.providers.localstate import ClusterState
 
 STAGES = data.path("kwok-stages.yaml")
 

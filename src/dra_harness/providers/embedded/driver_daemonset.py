@@ -26,7 +26,9 @@ from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import watch_until
 from dra_harness.providers import driver_configs, driver_manifests
 from dra_harness.providers.embedded import realcluster
-from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
+from dra_harness.providers.embedded.core import DriverHost
+from dra_harness.providers.localstate import DRIVER_DAEMONSET_STRATEGIES
+from dra_harness.providers.profiles import EXAMPLE_DRIVER
 from dra_harness.errors import ClusterError
 
 NAME = "dra-example-driver-kubeletplugin"
@@ -35,10 +37,10 @@ ROLLOUT_DEADLINE_S = 180.0
 CONFIG_ANNOTATION = "dra-harness.io/driver-config"
 #: How a roll replaces the pod: the chart's (the new pod beside the old, which goes once the new one is
 #: ready) or a DaemonSet's default (the old pod goes first; the node has no driver until the new one registers).
-STRATEGIES = {"surge": {"maxSurge": 1, "maxUnavailable": 0}, "replace": {"maxSurge": 0, "maxUnavailable": 1}}
+STRATEGIES = DRIVER_DAEMONSET_STRATEGIES
 
 
-def image_for(cluster: LocalCluster, node: str, version: str, plugin: str) -> str:
+def image_for(cluster: DriverHost, node: str, version: str, plugin: str) -> str:
     """The driver image of release ``version`` (``plugin``: that release's binary), imported into ``node``."""
     st = cluster.state()
     if st is None:
@@ -48,7 +50,7 @@ def image_for(cluster: LocalCluster, node: str, version: str, plugin: str) -> st
     return image.name
 
 
-def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str, strategy: str = "surge") -> list[Obj]:
+def install(cluster: DriverHost, kube: Kube, node: str, version: str, plugin: str, strategy: str = "surge") -> list[Obj]:
     """Replace real node ``node``'s driver process by the DaemonSet (release ``version``) the driver's own
     manifests describe, pinned to that node, rolled by ``strategy`` (:data:`STRATEGIES`); returns the
     documents applied. Waits until its pod runs and the node publishes all its devices again."""
@@ -69,7 +71,7 @@ def install(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: 
     return docs
 
 
-def roll(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str) -> tuple[float, float]:
+def roll(cluster: DriverHost, kube: Kube, node: str, version: str, plugin: str) -> tuple[float, float]:
     """Change the DaemonSet's image to release ``version``, as an operator upgrades a driver, and follow the
     rollout on ``node``. Returns the seconds until the old pod was gone and from then until the new one
     ran with the node's devices published. The kubelet keeps a node's slices for a while after its
@@ -103,7 +105,7 @@ def roll(cluster: LocalCluster, kube: Kube, node: str, version: str, plugin: str
     return seen["gone"] - started, max(0.0, seen["running"] - seen["gone"])
 
 
-def configure(cluster: LocalCluster, kube: Kube, node: str, config: str) -> float:
+def configure(cluster: DriverHost, kube: Kube, node: str, config: str) -> float:
     """Bring the DaemonSet's plugin into ``config``: the pod template gets the flags the process form passes
     (a Helm values change does the same through environment variables), the DaemonSet rolls the pod, and
     where the driver name changes (another device profile) the old driver's slices of the node are removed,
@@ -164,4 +166,4 @@ def _wait_serving(kube: Kube, node: str, image: str, devices: int, deadline: flo
         return sum(len(s["spec"].get("devices") or []) for s in slices if s["spec"].get("nodeName") == node) == devices
 
     watch_until(kube, rest.RESOURCE_SLICES, published, max(1.0, deadline - time.monotonic()),
-                f"{node} to publish its {devices} devices from the DaemonSet's pod", field_selector=f"spec.driver={DRIVER_NAME}")
+                f"{node} to publish its {devices} devices from the DaemonSet's pod", field_selector=f"spec.driver={EXAMPLE_DRIVER}")

@@ -42,7 +42,7 @@ from dra_harness.providers.embedded import commands, nvidia_driver
 from dra_harness.providers.embedded import ports as port_registry
 from dra_harness.providers.embedded.cluster import LocalCluster
 from dra_harness.providers.embedded.pki import PKI
-from dra_harness.providers.embedded.state import ClusterState
+from dra_harness.providers.localstate import ClusterState
 from dra_harness.retrying import NotYet, until, wait_answers
 
 log = logging.getLogger(__name__)

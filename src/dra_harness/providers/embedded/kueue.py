@@ -31,17 +31,16 @@ from dra_harness.components import catalog
 from dra_harness.components.gomod import module_source
 from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
-from dra_harness.kube.kueue_api import OBJECTS
+from dra_harness.kube.kueue_api import METRICS_READER, NAMESPACE, OBJECTS
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.providers.embedded import ports as port_registry
-from dra_harness.providers.embedded.cluster import LocalCluster
+from dra_harness.providers.embedded.core import ClusterCore
 from dra_harness.providers.embedded.pki import PKI
 from dra_harness.retrying import NotYet, until, wait_answers
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "kueue-system"
 PROCESS = "kueue"
 #: The release's webhooks we register: Kueue's own kinds and the Job integration we enable.
 WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")
@@ -59,9 +58,6 @@ CRD_REMOVAL_DEADLINE_S = 120.0
 CRD_NUDGE_AFTER_S = 3.0
 NUDGE_ANNOTATION = "dra-harness.io/removal-nudge"
 METRICS_CERTS = "/etc/kueue/metrics/certs"
-#: Who reads Kueue's /metrics (its admission queue, for the virtual clock): a ServiceAccount of ours bound to the
-#: built-in ``system:monitoring`` role. Kueue's metrics server takes bearer tokens only (TokenReview), not certificates.
-METRICS_READER = "dra-harness-metrics-reader"
 
 
 RELEASE_DEADLINE_S = 30.0
@@ -134,7 +130,7 @@ def _webhook_configs(source: Path, url: str, ca_bundle: str) -> list[dict]:
     return out
 
 
-def start(cluster: LocalCluster, kube: Kube, device_class_mappings: dict[str, list[str]], dra: bool = True) -> Kueue:
+def start(cluster: ClusterCore, kube: Kube, device_class_mappings: dict[str, list[str]], dra: bool = True) -> Kueue:
     """Install Kueue's CRDs and webhooks on ``cluster`` and start it; returns once its webhooks answer.
     ``dra`` False leaves Kueue's DynamicResourceAllocation gate off: devices are then not counted."""
     st = cluster.state()
@@ -201,13 +197,6 @@ def _grant_metrics_reader(kube: Kube) -> None:
             pass  # left by a killed run: the same grant
 
 
-def metrics_token(kube: Kube, seconds: int = 86400) -> str:
-    """A short-lived token of :data:`METRICS_READER` (TokenRequest; kept in memory only, never written)."""
-    path = rest.SERVICE_ACCOUNTS.path(NAMESPACE, METRICS_READER, "token")
-    return kube.request("POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                       "spec": {"expirationSeconds": seconds}})["status"]["token"]
-
-
 def _established(crd: dict) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions") or [])
 
@@ -250,7 +239,7 @@ def _with_metrics_certs(argv: list[str], directory: Path, certs: Path) -> list[s
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
 
 
-def _wait_ready(cluster: LocalCluster, port: int, deadline: float) -> None:
+def _wait_ready(cluster: ClusterCore, port: int, deadline: float) -> None:
     """Until Kueue's ``/readyz`` answers; a timeout says whether Kueue still runs, and how its log ends."""
     def answers() -> None:
         if (code := cluster.supervisor.exited(PROCESS)) is not None:
@@ -264,7 +253,7 @@ def _wait_ready(cluster: LocalCluster, port: int, deadline: float) -> None:
         raise ClusterError(f"{e} (still running); its log ends:\n{cluster.supervisor.log_tail(PROCESS, 40)}") from None
 
 
-def stop(cluster: LocalCluster, kube: Kube, kueue: Kueue) -> None:
+def stop(cluster: ClusterCore, kube: Kube, kueue: Kueue) -> None:
     """Kueue's objects first, while Kueue runs (it holds finalizers on them until it has let go); then
     the webhooks (they fail closed), the process, and its CRDs."""
     _release_objects(kube)

@@ -23,11 +23,13 @@ from dra_harness.errors import InputError
 from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.providers import driver_configs, profiles
-from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
-from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster, all_clusters, owner_alive
+from dra_harness.providers.abilities import FingerprintSources
+from dra_harness.providers.base import Provider, StandaloneSpec
+from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster, all_clusters, owner_alive
 from dra_harness.components import emulated_gpus
 from dra_harness.providers.embedded import driver_daemonset, driver_webhook, realcluster
-from dra_harness.providers.embedded.state import ClusterState
+from dra_harness.providers.local import LocalClusterApi
+from dra_harness.providers.localstate import ClusterSpec, ClusterState
 from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.components.real_node_host import choose_real_nodes, unavailable_reason
 from dra_harness.providers.handle import ClusterHandle
@@ -42,6 +44,10 @@ class EmbeddedProvider(Provider):
     simulates_nodes = True
     workload_image = WORKLOAD_IMAGE
     standalone = True
+
+    @classmethod
+    def local_cluster(cls, name: str) -> LocalClusterApi:
+        return LocalCluster(name)
 
     @classmethod
     def up_standalone(cls, spec: StandaloneSpec, console: Console) -> Path:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -38,7 +39,7 @@ from dra_harness.providers.embedded.ports import take as take_ports
 from dra_harness.host.processes import Tracked, cmdline, process_start_time, stop_group, strays
 from dra_harness.components.real_node_host import unavailable_reason
 from dra_harness.providers.embedded.realnode import REAL_LABEL, RealNode, RealNodeError, node_key
-from dra_harness.providers.embedded.state import ClusterState
+from dra_harness.providers.localstate import ClusterState
 from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ def real_node_dirs(cluster: ClusterCore, runtime_dir: Path) -> list[RealNode]:
             if d.name[:1] == "r" and d.name[1:].isdigit() and (d / "etc" / "containerd.toml").exists()]
 
 
-def _power_off(cluster: ClusterCore, rn: RealNode, removed: dict[str, list]) -> None:
+def _power_off(cluster: ClusterCore, rn: RealNode, removed: dict[str, list[Any]]) -> None:
     """Stop every process of a real node (kubelet, driver, containers, containerd, shims) and unmount
     what is mounted below its directories, as when the power goes; what had to go by force is added
     to ``removed``. Shared by ``teardown`` and ``reboot``."""
@@ -245,12 +246,12 @@ def _power_off(cluster: ClusterCore, rn: RealNode, removed: dict[str, list]) -> 
     remove_cgroup_root(rn.cgroup_root)
 
 
-def teardown(cluster: ClusterCore, runtime_dir: Path) -> dict[str, list]:
+def teardown(cluster: ClusterCore, runtime_dir: Path) -> dict[str, list[Any]]:
     """Stop kubelets, kill every container, stop containerd and shims, unmount, remove links and cgroups.
 
     Returns what had to be removed by force (for the record; normally containers only).
     """
-    removed: dict[str, list] = {"killed": [], "unmounted": [], "links": []}
+    removed: dict[str, list[Any]] = {"killed": [], "unmounted": [], "links": []}
     for rn in real_node_dirs(cluster, runtime_dir):
         _power_off(cluster, rn, removed)
         for link in (rn.bridge, rn.host_link):

@@ -22,7 +22,8 @@ from dra_harness.components.images import WORKLOAD_IMAGE
 from dra_harness.errors import InputError
 from dra_harness.kube.client import connect
 from dra_harness.kube.rest import Kube
-from dra_harness.providers.base import FingerprintSources, Provider, StandaloneSpec
+from dra_harness.providers.abilities import FingerprintSources
+from dra_harness.providers.base import Provider, StandaloneSpec
 from dra_harness.providers.existing import open_kubeconfig
 from dra_harness.providers.handle import ClusterHandle
 from dra_harness.providers.kind import driver, nvidia, provider, reaper

@@ -1,7 +1,9 @@
 """What an embedded cluster was asked to be (spec) and what was started for it (state).
 
 Saved as ``cluster.json`` in the cluster's state directory, so that any later process
-(``cluster down``, a provider action, the watchdog) can act on the same cluster.
+(``cluster down``, a provider action, the watchdog) can act on the same cluster. Plain data, outside
+the provider that starts the cluster: the commands that drive one (``cluster``, ``upgrade``, ``bench``)
+read and write it through :mod:`dra_harness.providers.local` without importing that provider.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from dataclasses import dataclass, field
 from dra_harness.components import catalog
 
 DEFAULT_NAME = "dra-harness"
+#: How a DaemonSet of the driver's kubelet plugin rolls to a new release (``upgrade --driver-daemonset``):
+#: a new pod beside the old one, or the old one gone first.
+DRIVER_DAEMONSET_STRATEGIES = {"surge": {"maxSurge": 1, "maxUnavailable": 0}, "replace": {"maxSurge": 0, "maxUnavailable": 1}}
 
 @dataclass
 class ClusterSpec:
