@@ -161,6 +161,24 @@ def test_a_malformed_summary_json_is_named_and_report_rebuilds_it(tmp_path):
     assert load(run)["verdict"] == "PASS"
 
 
+def test_a_summary_that_breaks_its_own_schema_is_refused_when_written_not_when_compared(tmp_path, monkeypatch):
+    """The schema sits with its producer: a summary built wrong (here: measurements without a value) never lands."""
+    from dra_harness.report import summary as summary_mod
+
+    run = make_run(tmp_path / "run")
+    built = summary_mod.build_summary
+
+    def broken(run_dir):
+        out = built(run_dir)
+        out["measurements"] = [{"key": "k", "name": "n"}]
+        return out
+
+    monkeypatch.setattr(summary_mod, "build_summary", broken)
+    with pytest.raises(RunDirError, match=r"as built \(a harness bug: report it\): measurements\.0: 'value' is a required property"):
+        write_report(run)
+    assert not (run / "summary.json").exists()
+
+
 # Summaries recorded from real runs on the embedded cluster (4 nodes x 8 devices), every suite:
 #   ./harness run --k8s-version 1.36.3 --report-dir ...   and the same with 1.37.2.
 RECORDED = DATA / "recorded"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
-from dra_harness.report.summary import FINGERPRINT_SCHEMA, RunDirError, build_summary, newer_than_summary
+from dra_harness.report.summary import SUMMARY_SCHEMA, RunDirError, build_summary, newer_than_summary
 from dra_harness.report.readable import duration
 
 log = logging.getLogger(__name__)
@@ -61,35 +61,6 @@ class Diff:
         return {"base": self.base, "candidate": self.candidate, "regression": self.failed,
                 "regressions": self.regressions, "changes": self.changes, "measurements": self.measurements,
                 "accepted_missing": self.accepted}
-
-
-_OBJ = {"type": ["object", "null"]}
-
-#: The parts of a summary that :func:`compare` reads, with their types: a hand-edited or foreign
-#: summary.json fails in one line naming the field instead of deep inside the comparison.
-SUMMARY_SCHEMA: Obj = {
-    "type": "object",
-    "properties": {
-        "complete": {"type": ["boolean", "null"]},
-        "verdict_reason": {"type": ["string", "null"]},
-        "fingerprint": FINGERPRINT_SCHEMA,
-        "results": {"type": "array", "items": {
-            "type": "object", "required": ["nodeid", "outcome"],
-            "properties": {"nodeid": {"type": "string"}, "outcome": {"type": "string"}, "message": {"type": ["string", "null"]},
-                           "evidence": {"type": "array", "items": {"type": "object"}}},
-        }},
-        "contention": {**_OBJ, "properties": {"results": {"type": "array", "items": {
-            "type": "object", "required": ["scenario", "design", "tiers"],
-            "properties": {"scenario": {"type": "string"}, "design": {"type": "string"}, "preemption_probe": _OBJ,
-                           "tiers": {"type": "array", "items": {"type": "object", "required": ["tier", "wait_s"],
-                                                                "properties": {"tier": {"type": "string"}, "wait_s": {"type": "object"}}}}},
-        }}}},
-        "measurements": {"type": "array", "items": {
-            "type": "object", "required": ["key", "name", "value"],
-            "properties": {"key": {"type": "string"}, "name": {"type": "string"}, "value": {"type": "number"}},
-        }},
-    },
-}
 
 
 def read_summary(path: Path) -> Obj:

@@ -105,6 +105,37 @@ FINGERPRINT_SCHEMA: Obj = {
 }
 
 
+_OBJ = {"type": ["object", "null"]}
+
+#: The parts of a summary that its readers (``diff``, ``compare``, the bundle) rely on, with their types. Beside
+#: its producer, checked when written (:func:`write_report`), so a change here that the summary no longer meets
+#: fails the run's own report rather than a later comparison; a hand-edited or foreign summary.json fails in one
+#: line naming the field when read (:func:`dra_harness.report.diff.read_summary`).
+SUMMARY_SCHEMA: Obj = {
+    "type": "object",
+    "properties": {
+        "complete": {"type": ["boolean", "null"]},
+        "verdict_reason": {"type": ["string", "null"]},
+        "fingerprint": FINGERPRINT_SCHEMA,
+        "results": {"type": "array", "items": {
+            "type": "object", "required": ["nodeid", "outcome"],
+            "properties": {"nodeid": {"type": "string"}, "outcome": {"type": "string"}, "message": {"type": ["string", "null"]},
+                           "evidence": {"type": "array", "items": {"type": "object"}}},
+        }},
+        "contention": {**_OBJ, "properties": {"results": {"type": "array", "items": {
+            "type": "object", "required": ["scenario", "design", "tiers"],
+            "properties": {"scenario": {"type": "string"}, "design": {"type": "string"}, "preemption_probe": _OBJ,
+                           "tiers": {"type": "array", "items": {"type": "object", "required": ["tier", "wait_s"],
+                                                                "properties": {"tier": {"type": "string"}, "wait_s": {"type": "object"}}}}},
+        }}}},
+        "measurements": {"type": "array", "items": {
+            "type": "object", "required": ["key", "name", "value"],
+            "properties": {"key": {"type": "string"}, "name": {"type": "string"}, "value": {"type": "number"}},
+        }},
+    },
+}
+
+
 def read_checked(path: Path, schema: Obj) -> Obj:
     """One of the run's JSON files, or :class:`RunDirError` naming it: a report is never built on a guess."""
     data = yamlfile.load_json(path, RunDirError, str(path))
@@ -295,6 +326,7 @@ def write_report(run_dir: Path) -> Path:
     # JavaScript, which a credential pattern could only corrupt); every other file of the layout is redacted here.
     redact_files(run_dir / rel for rel in rundir.layout_files(run_dir) if not rel.startswith("allure-report/"))
     summary = build_summary(run_dir)
+    yamlfile.validate(summary, SUMMARY_SCHEMA, RunDirError, f"summary of {run_dir} as built (a harness bug: report it)")
     write_json(run_dir / "summary.json", summary)
     atomic_write(run_dir / "signoff.md", render.markdown(summary))
     html_path = run_dir / "signoff.html"
