@@ -29,7 +29,7 @@ import pytest
 from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
 from dra_harness.report import allocations, failure_evidence, results
-from dra_harness.plugin import inputs
+from dra_harness.plugin import concerns, inputs
 from dra_harness.plugin import needs_gate as gate
 from dra_harness.plugin import run_watchdog
 from dra_harness.plugin.scheduler_timings import SchedulerTimings
@@ -97,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_ID] = run_id
     config.stash[RUN_CONFIG] = RunConfig.of({o.dest: config.getoption(o.flag) for o in OPTIONS})
     config.stash[PROVIDER] = providers.create(config.stash[RUN_CONFIG], run_id)
+    concerns.register(config)
     config.addinivalue_line("markers", "exclusive: needs every device free; runs while no other test holds devices")
     config.addinivalue_line("markers", f"disruptive: restarts drivers, drains or taints nodes labelled {DISRUPTABLE_LABEL}=true (runs alone)")
     config.addinivalue_line("markers", "simulated_devices: runs only where the contention nodes are simulated")
@@ -111,6 +112,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         _check_inputs(config)
         _start_watchdog(config, run_id)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    concerns.tag(items)
 
 
 def _start_watchdog(config: pytest.Config, run_id: str) -> None:

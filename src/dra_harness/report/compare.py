@@ -25,7 +25,7 @@ from dra_harness.kube.types import Obj
 from dra_harness.report import readable, render
 from dra_harness.report.diff import Thresholds, contention_runs, k8s_version, load, matched_checks
 from dra_harness.report.files import RunDirError, atomic_write
-from dra_harness.report.results import CONCERNS, figures, human
+from dra_harness.report.results import concern_titles, figures, human
 
 #: A timing differs when its spread across the runs is over 25 % AND over 0.5 s; a wait, over 25 % and 60 scenario seconds.
 THRESHOLDS = Thresholds(max_slowdown=0.25, min_delta_s=0.5, max_wait_increase=0.25, min_wait_delta_s=60.0)
@@ -134,7 +134,7 @@ def _concerns(summaries: list[Obj], t: Thresholds) -> list[Obj]:
     for nodeid, rows in matched_checks(summaries):
         concern = next(r.get("concern") for r in rows if r) or "harness"
         by_concern.setdefault(concern, []).append(_check_row(nodeid, rows, t))
-    titles = dict(CONCERNS.values())
+    titles = concern_titles([r for s in summaries for r in s.get("results") or []])
     order = [cid for cid in titles if cid in by_concern] + sorted(set(by_concern) - set(titles))
     return [{"id": cid, "title": titles.get(cid, cid), "rows": by_concern[cid],
              "differs": sum(r["differs"] for r in by_concern[cid])} for cid in order]

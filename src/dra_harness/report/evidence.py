@@ -23,6 +23,8 @@ from dra_harness.report.files import redact
 from dra_harness.report.sections import known
 
 EVIDENCE_PROPERTY = "dra-harness.evidence"
+#: The concern the test's suite names (``pytest.mark.concern``, :mod:`dra_harness.plugin.concerns`): ``{"id", "title"}``.
+CONCERN_PROPERTY = "dra-harness.concern"
 
 
 class Evidence:
@@ -52,6 +54,9 @@ def write(report_dir: Path, report: pytest.TestReport) -> None:
         "duration_s": round(report.duration, 3),
         "records": records,
     }
+    concern = next((v for k, v in report.user_properties if k == CONCERN_PROPERTY), None)
+    if concern is not None:
+        line["concern"] = concern
     if report.outcome == "failed":
         line["failure"] = str(report.longrepr).splitlines()[-1][:2000] if report.longrepr else ""
     with open(report_dir / "evidence.jsonl", "a") as f:

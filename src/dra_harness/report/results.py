@@ -27,7 +27,9 @@ from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
 from dra_harness.report.files import RunDirError
 
-#: suite module -> (concern id, title). Order is the report's order.
+#: Each suite names its concern (``pytest.mark.concern(id, title)``, :mod:`dra_harness.plugin.concerns`) and the
+#: test's evidence line carries it. This table is for runs written before suites named theirs (a recorded run, an
+#: older harness): suite module -> (concern id, title); its order is the report's, a concern it lacks comes after.
 CONCERNS: dict[str, tuple[str, str]] = {
     "inventory": ("inventory", "Inventory"),
     "allocation": ("allocation", "Allocation"),
@@ -133,11 +135,16 @@ def read_results(report_dir: Path) -> list[Obj]:
             nodeid = (classname.replace(".", "/") + ".py::" if classname else "") + name
             module = classname.split(".")[-1].removeprefix("test_") or "harness"
             failure_file = report_dir / "failures" / f"{slug(nodeid)}.json"
-            records = evidence.get(nodeid, {}).get("records", [])
+            line = evidence.get(nodeid, {})
+            records = line.get("records", [])
+            named = line.get("concern")
+            concern, title = ((named["id"], named["title"]) if isinstance(named, dict) and named.get("id")
+                              else CONCERNS.get(module, (module, module)))
             outcome, message = established(outcome, message, records)
             results.append({
                 "suite": module,
-                "concern": CONCERNS.get(module, (module, module))[0],
+                "concern": concern,
+                "concern_title": title,
                 "test": name,
                 "nodeid": nodeid,
                 "outcome": outcome,
@@ -165,21 +172,25 @@ def concern_outcome(rows: list[Obj]) -> str:
     return "failed" if worst in ("failed", "error") else "passed"
 
 
+def concern_titles(results: list[Obj]) -> dict[str, str]:
+    """Concern id -> title in the report's order: the known concerns first, then those only a suite named."""
+    known = dict(CONCERNS.values())
+    named = {str(r["concern"]): str(r.get("concern_title") or known.get(r["concern"], r["concern"])) for r in results}
+    return {cid: named.get(cid, title) for cid, title in known.items()} | {
+        cid: named[cid] for cid in sorted(set(named) - set(known))}
+
+
 def concerns(results: list[Obj]) -> list[Obj]:
+    """Every known concern (``not run`` where no check of it ran) and every other concern a result names."""
     out = []
-    for module, (cid, title) in CONCERNS.items():
-        rows = [r for r in results if r["suite"] == module]
+    for cid, title in concern_titles(results).items():
+        rows = [r for r in results if r["concern"] == cid]
         out.append({
             "id": cid,
             "title": title,
             "outcome": concern_outcome(rows),
             "checks": [{"check": human(r["test"]), "nodeid": r["nodeid"], "outcome": r["outcome"]} for r in rows],
         })
-    others = sorted({r["suite"] for r in results} - set(CONCERNS))
-    for module in others:
-        rows = [r for r in results if r["suite"] == module]
-        out.append({"id": module, "title": module, "outcome": concern_outcome(rows),
-                    "checks": [{"check": human(r["test"]), "nodeid": r["nodeid"], "outcome": r["outcome"]} for r in rows]})
     return out
 
 

@@ -28,6 +28,9 @@ from dra_harness.kube.pods import (
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.checks import needs
 
+pytestmark = pytest.mark.concern("allocation", "Allocation")
+
+
 CLAIM_RELEASE_DEADLINE_S = 30.0
 
 

@@ -77,7 +77,7 @@ def _designs() -> list[str]:
 
 
 CASES = [(p, d) for p in _scenarios() for d in DESIGNS if d in load(p).designs and d in _designs()]
-pytestmark = [pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
+pytestmark = [pytest.mark.concern("contention", "Contention"), pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
 
 
 def _faster() -> bool:

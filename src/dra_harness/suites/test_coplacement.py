@@ -24,6 +24,8 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import watch_until
 
+pytestmark = pytest.mark.concern("coplacement", "Co-placement")
+
 
 def _node_size(cluster) -> int:
     return min(cluster.expected.nodes.values())

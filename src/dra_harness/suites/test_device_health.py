@@ -33,7 +33,7 @@ from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.topology.fleet import TopologyFleet
 
-pytestmark = [pytest.mark.exclusive]  # simulated nodes must not meet other suites' node audits
+pytestmark = [pytest.mark.concern("device-health", "Device health"), pytest.mark.exclusive]  # simulated nodes must not meet other suites' node audits
 HEALTH_KEY = "dra-harness.io/unhealthy"
 
 

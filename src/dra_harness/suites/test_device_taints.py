@@ -26,7 +26,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.labels import RUN_LABEL
 
-pytestmark = [pytest.mark.disruptive,
+pytestmark = [pytest.mark.concern("device-taints", "Device taints"), pytest.mark.disruptive,
               pytest.mark.requires(needs.right("create-device-taint-rules"), needs.disruptable_node)]
 
 TAINT_KEY = "dra-harness.io/out-of-service"

@@ -29,7 +29,7 @@ from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.driver_configs import DriverConfig, by_name, wait_published
 
-pytestmark = pytest.mark.disruptive
+pytestmark = [pytest.mark.concern("driver-configs", "Driver configurations"), pytest.mark.disruptive]
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import wait_for_object, watch_until
 
-pytestmark = [pytest.mark.disruptive, pytest.mark.requires(needs.restartable_driver, needs.disruptable_node)]
+pytestmark = [pytest.mark.concern("driver-restart", "Driver restart"), pytest.mark.disruptive, pytest.mark.requires(needs.restartable_driver, needs.disruptable_node)]
 
 RETURN_DEADLINE_S = 60.0
 #: The kubelet wipes a node's slices this long after its driver unregisters (upstream: 30 s).

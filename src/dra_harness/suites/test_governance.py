@@ -21,6 +21,8 @@ from dra_harness.checks import admin_access, driver_rbac
 from dra_harness.checks.class_limits import ClassLimits
 from dra_harness.kube import builders, rest
 
+pytestmark = pytest.mark.concern("governance", "Governance")
+
 
 @pytest.fixture
 def limits(cluster) -> Iterator[ClassLimits]:

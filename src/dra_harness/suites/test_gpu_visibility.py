@@ -19,6 +19,9 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices, allocated_node
 from dra_harness.plugin.stash import run_config
 
+pytestmark = pytest.mark.concern("gpu-visibility", "GPU visibility in containers")
+
+
 SCRIPT_CONFIGMAP = "nvml-probe"
 
 

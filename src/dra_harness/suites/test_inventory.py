@@ -19,6 +19,8 @@ from dra_harness.checks.inventory import audit
 from dra_harness.providers.hardware import devices_by_node
 from dra_harness.kube import rest
 
+pytestmark = pytest.mark.concern("inventory", "Inventory")
+
 
 @pytest.fixture
 def slices(cluster):

@@ -35,7 +35,7 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import claim_names, wait_running, wait_unschedulable
 from dra_harness.retrying import NotYet, until
 
-pytestmark = [pytest.mark.exclusive]
+pytestmark = [pytest.mark.concern("metrics", "Metrics"), pytest.mark.exclusive]
 log = logging.getLogger(__name__)
 PODS = 3
 S, E = metrics.series, metrics.expect

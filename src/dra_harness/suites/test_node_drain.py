@@ -27,7 +27,7 @@ from dra_harness.kube.pods import (
 )
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 
-pytestmark = [pytest.mark.disruptive,
+pytestmark = [pytest.mark.concern("node-drain", "Node drain"), pytest.mark.disruptive,
               pytest.mark.requires(needs.disruptable_node, needs.right("patch-nodes"), needs.right("evict-pods"))]
 
 FREE_DEADLINE_S = 60.0

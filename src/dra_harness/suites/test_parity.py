@@ -27,6 +27,9 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.pods import allocated_devices, pod_claims, wait_running
 from dra_harness.labels import RUN_LABEL
 
+pytestmark = pytest.mark.concern("parity", "Upstream e2e parity")
+
+
 #: PodGroup versions, newest first: v1alpha2 (1.36, upstream's manifest), v1alpha3 and v1beta1 (1.37).
 PODGROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 UPSTREAM_PODGROUP_VERSION = "v1alpha2"

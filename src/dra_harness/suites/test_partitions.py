@@ -31,7 +31,7 @@ from dra_harness.partitions.objects import PartitionCluster
 from dra_harness.plugin.simulated import on_simulated_nodes
 
 LAYOUTS = data.path("partitions")
-pytestmark = [pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
+pytestmark = [pytest.mark.concern("partitions", "Partitionable devices"), pytest.mark.exclusive]  # the simulated nodes must not meet other suites' node audits
 
 
 def _layouts() -> list[Path]:

@@ -22,7 +22,7 @@ from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.report import allocations
 from dra_harness.topology.fleet import TopologyFleet
 
-pytestmark = [pytest.mark.exclusive]  # simulated nodes must not meet other suites' node audits
+pytestmark = [pytest.mark.concern("replicas", "Replicas on different hardware"), pytest.mark.exclusive]  # simulated nodes must not meet other suites' node audits
 MODELS = ("SIM-A", "SIM-B")
 
 

@@ -35,6 +35,9 @@ from dra_harness.kube.waits import wait_for_deletion, wait_for_object, watch_unt
 from dra_harness.labels import RUN_LABEL
 from dra_harness.checks.sharing import NOTHING_AUDITED, audited_claims, double_allocations, tenant_crossings
 
+pytestmark = pytest.mark.concern("sharing", "Sharing and isolation")
+
+
 SIMULATED = "containers do not run on simulated (KWOK) nodes, so there is no in-container view to compare"
 
 

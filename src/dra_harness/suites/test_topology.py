@@ -21,7 +21,7 @@ from dra_harness.plugin.simulated import on_simulated_nodes
 from dra_harness.topology import checks
 from dra_harness.topology.fleet import NVLINK_DOMAIN, PCIE_ROOT, TopologyFleet, domain_of, gpu_of, root_of
 
-pytestmark = [pytest.mark.exclusive]  # a simulated node must not meet other suites' node audits
+pytestmark = [pytest.mark.concern("topology", "Topology"), pytest.mark.exclusive]  # a simulated node must not meet other suites' node audits
 #: What kube-scheduler's DynamicResources plugin says of a node whose devices cannot satisfy a claim.
 DRA_REFUSAL = "cannot allocate all claims"
 
