@@ -56,7 +56,7 @@ def test_negative_control_a_suite_module_naming_no_concern_stops_collection_in_o
 
 
 def test_negative_control_two_concerns_or_a_concern_without_a_title_are_refused():
-    with pytest.raises(pytest.UsageError, match="found 2$"):
+    with pytest.raises(pytest.UsageError, match=r"found 2$"):
         concerns.of(_Item(Path("tests/unit/test_x.py"), [_mark("a", "A"), _mark("b", "B")]))  # type: ignore[arg-type]
     with pytest.raises(pytest.UsageError, match=r"takes an id and a title, got \('a',\)"):
         concerns.of(_Item(Path("tests/unit/test_x.py"), [_mark("a")]))  # type: ignore[arg-type]

@@ -70,3 +70,27 @@ def test_a_tagged_record_is_recorded_with_its_section(fan_section):
     Evidence(item).record(section="fans", fan="fan-1", rpm=1)
     (_, record), = item.user_properties
     assert record["section"] == "fans" and record["fan"] == "fan-1"
+
+
+def test_the_records_the_suites_write_have_a_shape_their_section_renders():
+    """One record of each kind, as suites/test_device_health.py, test_metrics.py and test_governance.py write them."""
+    moves = {"moved": {"a": [0, 4]}, "still": {}, "absent": []}
+    for section, record in [
+        ("device-health", {"node": "n", "tainted": "gpu-1", "evicted_after_s": 0.04, "condition": None}),
+        ("device-health", {"node": "n", "tainted": "gpu-0", "one_gpu_claim_got": ["gpu-1"]}),
+        ("device-health", {"node": "n", "claim": "gpu", "health": {"gpu-0": "Unknown"}, "not_established": "why"}),
+        ("metrics", {"kube-scheduler": moves, "kube-controller-manager": moves, "scheduler_dra_filter_mean_s": 0.0064}),
+        ("metrics", {"node": "real-node-0", **moves}),
+        ("governance", {"policy": "p", "allowed_class": "c", "refused": {}, "own_class": "created", "first_refusal": None}),
+        ("governance", {"without_label": "refused", "with_label": "accepted"}),
+        ("governance", {"service_account": "sa", "granted_beyond": [], "missing_needed": [], "slice_probe": {}, "findings": []}),
+    ]:
+        Evidence(_Item()).record(section=section, **record)  # type: ignore[arg-type]
+
+
+def test_negative_control_a_record_with_a_misspelled_key_fails_at_the_call_site():
+    with pytest.raises(SectionError, match=r"'device-health' with keys condition, evicted_after, node, tainted has none of its shapes: "
+                                           r"TaintEvicts\(condition, evicted_after_s, node, tainted\)"):
+        Evidence(_Item()).record(section="device-health", node="n", tainted="gpu-1", evicted_after=0.04, condition=None)  # type: ignore[arg-type]
+    with pytest.raises(SectionError, match="'metrics' with keys kube-schedular"):
+        Evidence(_Item()).record(section="metrics", **{"kube-schedular": {}})  # type: ignore[arg-type]

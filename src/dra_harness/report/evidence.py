@@ -37,7 +37,7 @@ class Evidence:
 
     def record(self, *, section: str | None = None, **values: Any) -> None:
         if section is not None:
-            known(section)  # a section nothing renders fails here, not as an empty table in the report
+            known(section).check(values)  # a section nothing renders, or a record it cannot, fails here, not in the report
             values = {"section": section, **values}
         json.dumps(values)  # fail at the call site, not at report time
         self.item.user_properties.append((EVIDENCE_PROPERTY, {"t": round(time.time(), 3), **values}))

@@ -8,12 +8,81 @@ section once for both templates. A section with nothing recorded says so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from dra_harness.kube.types import Obj
-from dra_harness.report.sections import Column, Section, records, register
+from dra_harness.report.sections import Column, Section, Shape, records, register
 
 CONTROL_PLANE = ("kube-scheduler", "kube-controller-manager")
+
+
+# -- the records each section renders (suites/test_device_health.py, test_metrics.py, test_governance.py) ----------
+class TaintEvicts(TypedDict):
+    """NoExecute in the driver's slice: the pod holding the device, evicted after how long (None: not evicted)."""
+    node: str
+    tainted: str
+    evicted_after_s: float | None
+    condition: Obj | None
+
+
+class TaintKeepsOff(TypedDict):
+    """NoSchedule in the driver's slice: what a new 1-GPU claim got."""
+    node: str
+    tainted: str
+    one_gpu_claim_got: list[str]
+
+
+class _NotEstablished(TypedDict, total=False):
+    # NotRequired[...] is not seen under postponed annotations (3.11): optional keys live in a total=False base.
+    not_established: str
+
+
+class KubeletHealth(_NotEstablished):
+    """The kubelet's ``allocatedResourcesStatus`` for a claim: device -> health."""
+    node: str
+    claim: str
+    health: dict[str, str]
+
+
+class MetricMoves(TypedDict):
+    """moved: series -> [before, after]; still: series -> [before, after, needed]; absent: series not served."""
+    moved: dict[str, list[float]]
+    still: dict[str, Any]
+    absent: list[str]
+
+
+#: The control plane's components, each a :class:`MetricMoves`, and the DynamicResources plugin's mean times.
+ControlPlaneMetrics = TypedDict("ControlPlaneMetrics", {"kube-scheduler": MetricMoves, "kube-controller-manager": MetricMoves},
+                                total=False)
+
+
+class KubeletMetrics(MetricMoves):
+    node: str
+
+
+class ClassLimits(TypedDict):
+    policy: str
+    allowed_class: str
+    refused: dict[str, Any]
+    own_class: Any
+    first_refusal: Any
+
+
+class AdminAccess(TypedDict):
+    without_label: Any
+    with_label: Any
+
+
+class DriverRbac(_NotEstablished):
+    service_account: str
+    granted_beyond: list[str]
+    missing_needed: list[str]
+    slice_probe: Obj
+    findings: list[Any]
+
+
+def _plugin_mean(key: str) -> bool:
+    return key.startswith("scheduler_dra_") and key.endswith("_mean_s")
 
 
 def _num(v: Any) -> str:
@@ -109,14 +178,17 @@ def _moved(row: Obj) -> str:
 HEALTH = register(Section(
     "device-health", "Device health",
     (Column("what the driver or kubelet reported, and what followed", "what"), Column("outcome", "outcome", "chip")),
-    rows=health_rows, empty="Device health not checked in this run."))
+    rows=health_rows, empty="Device health not checked in this run.",
+    shapes=(Shape(TaintEvicts), Shape(TaintKeepsOff), Shape(KubeletHealth))))
 METRICS = register(Section(
     "metrics", "Metrics that must move",
     (Column("component", "component"), Column("series", "series", "code"), Column("before → after", "change"),
      Column("status", "status", "chip", tone=_moved)),
-    rows=metrics_rows, empty="Metrics not checked in this run."))
+    rows=metrics_rows, empty="Metrics not checked in this run.",
+    shapes=(Shape(ControlPlaneMetrics, extra=_plugin_mean), Shape(KubeletMetrics))))
 GOVERNANCE = register(Section(
     "governance", "Governance",
     (Column("check", "check"), Column("outcome", "outcome", "chip"), Column("what was seen", "seen"),
      Column("findings", "findings")),
-    rows=governance_rows, empty="Governance not checked in this run."))
+    rows=governance_rows, empty="Governance not checked in this run.",
+    shapes=(Shape(ClassLimits), Shape(AdminAccess), Shape(DriverRbac))))

@@ -5,15 +5,17 @@ evidence by matching record keys, so a typo or a forgotten template showed as an
 Here a section is one :class:`Section` (title, columns, a function from the run's results to rows,
 the sentence shown when nothing ran); both templates render every registered section through one
 generic table loop each. A suite names the section its record feeds (``evidence.record(section=...)``)
-and an unknown name raises :class:`SectionError` at that call; a summary whose records name a section
-this harness cannot render raises at report time. Adding a section: docs/report.md, "Adding a section".
+and an unknown name raises :class:`SectionError` at that call, as does a record of none of the shapes
+the section declares (a TypedDict each: a misspelled key would otherwise leave a row out of the table);
+a summary whose records name a section this harness cannot render raises at report time. Adding a
+section: docs/report.md, "Adding a section".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from dra_harness.errors import InputError
 from dra_harness.kube.types import Obj
@@ -40,12 +42,40 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """One kind of record a section renders: the TypedDict of its keys (required and ``NotRequired``), and
+    which further keys it may carry (measurements named by a pattern, e.g. ``scheduler_dra_<point>_mean_s``)."""
+
+    keys: Any  # a TypedDict class
+    extra: Callable[[str], bool] | None = None
+
+    def matches(self, values: Obj) -> bool:
+        required, optional = set(self.keys.__required_keys__), set(self.keys.__optional_keys__)
+        others = set(values) - required - optional
+        return required <= set(values) and all(self.extra is not None and self.extra(k) for k in others)
+
+    def describe(self) -> str:
+        required = sorted(self.keys.__required_keys__)
+        optional = sorted(self.keys.__optional_keys__)
+        return (f"{self.keys.__name__}({', '.join(required)}"
+                + (f"; optional {', '.join(optional)}" if optional else "") + ")")
+
+
+@dataclass(frozen=True)
 class Section:
     id: str
     title: str
     columns: tuple[Column, ...]
     rows: Rows
     empty: str
+    #: The kinds of record the section renders; a record of none of them is refused where it is recorded.
+    shapes: tuple[Shape, ...] = ()
+
+    def check(self, values: Obj) -> None:
+        """Raise :class:`SectionError` unless ``values`` (a record, before its timestamp) has one of :attr:`shapes`."""
+        if self.shapes and not any(s.matches(values) for s in self.shapes):
+            raise SectionError(f"a record for report section {self.id!r} with keys {', '.join(sorted(values))} has none of "
+                               f"its shapes: {'; '.join(s.describe() for s in self.shapes)}")
 
     def __post_init__(self) -> None:
         if not self.columns or not callable(self.rows):
