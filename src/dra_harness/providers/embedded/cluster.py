@@ -19,6 +19,9 @@ and, because unix socket paths are limited to 107 bytes, a short private
 The control plane listens on 127.0.0.1 only, on ports picked free at start; etcd
 requires a client certificate of its own CA. A real node's kubelet listens on its node
 IP and requires a client certificate of the cluster CA or a token (tests/integration/test_sockets.py).
+
+Why over 400 lines: the start-up sequence and the core stay together (each step's order matters), and the
+façade's one-line delegations to its parts (about 60 lines) live here so that every caller keeps one object.
 """
 
 from __future__ import annotations
