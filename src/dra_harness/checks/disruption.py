@@ -204,9 +204,11 @@ class Disruptor:
                 while_down()
             if held:  # a DaemonSet's replacement is not ours to hold back
                 time.sleep(max(0.0, down_for - (time.monotonic() - t0 - stopped)))
+            starting = time.monotonic()  # the start may wait for the kubelet's registration: time from its call
+            started = starting - t0
             self.start_driver(node)
-            started = time.monotonic() - t0
-            record.failure, republished_after, ready_after = self._wait_driver_back(node, selector, expected, deadline)
+            record.failure, republished_after, ready_after = self._wait_driver_back(node, selector, expected, deadline,
+                                                                                    since=starting)
             if not record.failure:
                 record.back_after = round(republished_after, 3)
             if ready_after is not None:
@@ -220,13 +222,14 @@ class Disruptor:
         return record
 
     def _wait_driver_back(self, node: str, selector: str, expected: int,
-                          deadline: float) -> tuple[str, float, float | None]:
-        """``("", seconds until slices were complete, seconds until a replacement pod was Ready)``
-        once the driver has stayed up 1 s and the node's slices hold ``expected`` devices;
-        ``(why not, 0, ...)`` otherwise. The pod time is None where the driver is a process."""
+                          deadline: float, since: float) -> tuple[str, float, float | None]:
+        """``("", seconds until slices were complete, seconds until a replacement pod was Ready)``,
+        both counted from ``since`` (``time.monotonic()`` as the start was asked for), once the driver
+        has stayed up 1 s and the node's slices hold ``expected`` devices; ``(why not, 0, ...)``
+        otherwise. The pod time is None where the driver is a process."""
         held = self.cluster.controls_driver
         end = time.monotonic() + deadline
-        started = time.monotonic()
+        started = since
         complete_at = ready_at = None
         devices = 0
         while time.monotonic() < end:

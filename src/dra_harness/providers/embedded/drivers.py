@@ -5,11 +5,21 @@ Why a part of its own: starting a plugin, restarting it in another configuration
 driver to a DaemonSet's pod each read and write the cluster's record (``cluster.json``), and the
 checks that restart or swap a driver need exactly these rules (a pod's driver is its kubelet's to
 start; NVIDIA's takes no example-driver configuration) applied in one place.
+
+Why a start on a real node waits for the kubelet: the kubelet's plugin manager reconciles once a
+second, so it unregisters the stopped plugin and registers the new one up to two seconds after the
+restart. A pod that reaches the kubelet in between fails to prepare its claims ("driver not
+registered") and runs only after the kubelet's retry, about ten seconds later: a delay of ours,
+not the product's, that a check would time.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import signal
+import time
+from datetime import datetime
 from pathlib import Path
 
 from dra_harness.errors import ClusterError
@@ -19,6 +29,14 @@ from dra_harness.providers.embedded import commands, realcluster
 from dra_harness.providers.embedded.core import ClusterCore
 from dra_harness.providers.localstate import ClusterState
 from dra_harness.providers.profiles import EXAMPLE_DRIVER
+from dra_harness.retrying import NotYet, until
+
+log = logging.getLogger(__name__)
+
+# What the kubelet logs (at -v=1, every release we run) as it registers a plugin's socket.
+REGISTERING = "OperationExecutor.RegisterPlugin started"
+REGISTRATION_TIMEOUT_S = 10.0
+_TIMESTAMP = re.compile(r'"Timestamp":"([0-9T:.+-]+Z?)"')
 
 
 class Drivers:
@@ -42,6 +60,8 @@ class Drivers:
         return {"registrar": base / "plugins_registry", "plugins": base / "plugins", "cdi": base / "cdi"}
 
     def start(self, node: str) -> None:
+        """Start ``node``'s plugin; on a node whose kubelet runs, return once the kubelet registers it
+        (see the module's docstring), or after :data:`REGISTRATION_TIMEOUT_S` with a warning."""
         st = self._state()
         if node not in st.spec.all_node_names():
             raise ClusterError(f"node {node!r} is not a node of cluster {self.cluster.name!r}")
@@ -51,11 +71,49 @@ class Drivers:
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         supervisor = self.cluster.supervisor
+        mark, since = self._kubelet_log_mark(node), time.time()
         if node in st.nvidia:  # the emulated library finds the node's device nodes there (containers: their /dev)
             supervisor.start(f"driver-{node}", commands.nvidia_plugin(st, self.cluster.paths(), node, dirs),
                              env={"DRA_HARNESS_NVML_DEV_ROOT": str(Path(st.nvidia[node]["root"]) / "dev")})
         else:
             supervisor.start(f"driver-{node}", commands.driver(st, self.cluster.paths(), node, dirs, EXAMPLE_DRIVER))
+        if mark is not None:
+            self._wait_registered(node, dirs["registrar"], mark, since)
+
+    def _kubelet_log_mark(self, node: str) -> int | None:
+        """How far the kubelet's log of ``node`` reaches now; None where no kubelet runs (a KWOK node,
+        a real node being started or rebooted: its kubelet registers the plugin when it starts)."""
+        tracked = self.cluster.supervisor.get(f"kubelet-{node}")
+        if tracked is None or not tracked.alive():
+            return None
+        try:
+            return (self.cluster.supervisor.log_dir / f"kubelet-{node}.log").stat().st_size
+        except OSError:
+            return None
+
+    def _wait_registered(self, node: str, registrar: Path, mark: int, since: float) -> None:
+        """Until the kubelet's log, past ``mark``, says it registers a socket in ``registrar`` that it saw
+        appear at ``since`` (wall clock) or later: the new plugin's, not a late retry of the stopped one's."""
+        path = self.cluster.supervisor.log_dir / f"kubelet-{node}.log"
+        started = time.monotonic()
+
+        def attempt() -> None:
+            with open(path, "rb") as f:
+                f.seek(mark)
+                new = f.read().decode(errors="replace")
+            if registered_since(new, registrar, since):
+                return
+            if self.cluster.supervisor.exited(f"driver-{node}") is not None:
+                return  # the caller's own checks find the exit and say so
+            raise NotYet(f"no {REGISTERING!r} for {registrar} in {path} since the start")
+
+        try:
+            until(started + REGISTRATION_TIMEOUT_S, 0.05, log, f"the kubelet on {node} to register its driver")(attempt)
+        except (NotYet, OSError) as last:
+            log.warning("the kubelet on %s has not registered the restarted driver after %.0fs (%s): a pod placed "
+                        "there now may wait for the kubelet's retry", node, REGISTRATION_TIMEOUT_S, last)
+            return
+        log.info("the kubelet on %s registered the driver %.2fs after its start", node, time.monotonic() - started)
 
     def configure(self, node: str, config: str) -> None:
         """Restart ``node``'s plugin in ``config`` (``default`` to go back). The plugin reconciles its
@@ -116,6 +174,25 @@ class Drivers:
         else:
             st.driver_configs[node] = config
         self.cluster._save(st)
+
+
+def registered_since(kubelet_log: str, registrar: Path, since: float) -> bool:
+    """Whether ``kubelet_log`` says the kubelet registers a socket in ``registrar`` that it saw appear
+    at ``since`` (wall clock) or later."""
+    wanted = f'"SocketPath":"{registrar}/'
+    return any(REGISTERING in line and wanted in line and _socket_seen(line) >= since
+               for line in kubelet_log.splitlines())
+
+
+def _socket_seen(line: str) -> float:
+    """The wall-clock time in a registration line's ``"Timestamp"`` (when the kubelet saw the socket); 0 if none."""
+    found = _TIMESTAMP.search(line)
+    if not found:
+        return 0.0
+    try:
+        return datetime.fromisoformat(found.group(1)).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def describe(st: ClusterState) -> dict[str, str]:
