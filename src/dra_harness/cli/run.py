@@ -6,6 +6,7 @@ declares) and hands them to the test session; anything after them goes to pytest
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -66,7 +67,8 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
         # build in the background stay last. A later `-n` in pytest_args wins. The slowest tests, named in CI's
         # log: where its time goes.
         code = subprocess.call([sys.executable, "-m", "pytest", "tests", "-n", "2", "--dist", "loadfile",
-                                "--no-loadscope-reorder", "--durations=40", *pytest_args], cwd=root)
+                                "--no-loadscope-reorder", "--durations=40", *pytest_args], cwd=root,
+                               env={**os.environ, background.BUILDING_ENV: "1" if pending.proc else "0"})
     finally:
         pending.stop()
     if pending.proc:  # when each background build finished, beside the durations above

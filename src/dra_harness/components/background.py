@@ -30,6 +30,10 @@ from dra_harness.components import catalog
 from dra_harness.components.catalog import Component
 from dra_harness.errors import BuildError
 
+#: Set by ``selftest`` for its pytest: "1" while this module builds behind the tests, "0" when nothing was
+#: left to build. The tests' order reads it (all workers the same value: it is decided before they start).
+BUILDING_ENV = "DRA_HARNESS_BACKGROUND_BUILDING"
+
 
 def known() -> dict[str, Component]:
     """Every component a test may build, by directory name."""

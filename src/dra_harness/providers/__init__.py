@@ -8,6 +8,7 @@ provider never loads all and no module of the harness imports a provider's packa
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import entry_points
 
 from dra_harness.errors import ClusterError, HarnessError
@@ -19,6 +20,7 @@ from dra_harness.providers.local import LocalClusterApi
 GROUP = "dra_harness.providers"
 
 
+@functools.cache  # the entry points are read once per process: the installed package does not change under it
 def registry() -> dict[str, type[Provider]]:
     """``--cluster`` name -> provider class, in :data:`~dra_harness.options.PROVIDER_NAMES`' order."""
     found: dict[str, type[Provider]] = {}
