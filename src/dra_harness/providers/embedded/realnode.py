@@ -262,7 +262,7 @@ class RealNode:
             f"--hostname-override={self.name}",
             f"--node-ip={self.node_ip}",
             "--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
-            "--v=1",
+            "--v=1",  # no lower: a driver's start waits for the plugin manager's V(1) registration line (drivers.py)
         ]
 
     def ctr(self, ctr: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
