@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from dra_harness.cli.app import main
 from dra_harness.report import write_report
-from dra_harness.report.allure_extra import CATEGORIES, DOCS, EVIDENCE_ATTACHMENT, STEP_PREFIX, decorate, parameters
+from dra_harness.report.allure_extra import (CATEGORIES, DEFAULT_DOCS, DOCS, EVIDENCE_ATTACHMENT, STEP_PREFIX, decorate,
+                                            parameters)
 from dra_harness.report.results import CONCERNS
 from dra_harness.report.summary import build_summary
 from tests.unit.report_runs import make_run
@@ -76,6 +77,17 @@ def test_every_concern_links_to_its_docs_and_an_unknown_module_to_the_dra_page()
         assert name and re.fullmatch(r"https://(kubernetes\.io/(docs|releases)/|github\.com/kubernetes/kubernetes/)\S+", url), url
     result = decorate({"fullName": "tests.test_other#test_x"}, None, [])
     assert [link["name"] for link in result["links"]] == ["Dynamic Resource Allocation"]
+
+
+def test_the_links_follow_the_concern_the_suite_declares_not_its_modules_name():
+    """A suite module named for nothing in the table (a user's, or one renamed) declares its concern with
+    ``pytest.mark.concern``; the results row carries it, and the links follow the row."""
+    row = {"concern": "node-drain", "outcome": "passed", "evidence": []}
+    result = decorate({"fullName": "suites.test_maintenance_window#test_x"}, row, [])
+    assert [link["url"] for link in result["links"]] == [url for _, url in DOCS["node-drain"]]
+    # Negative control: without the row, the module's name alone finds no concern.
+    assert [link["url"] for link in decorate({"fullName": "suites.test_maintenance_window#test_x"}, None, [])["links"]] \
+        == [url for _, url in DEFAULT_DOCS]
 
 
 def test_a_not_established_check_is_unknown_in_allure_even_without_an_attachment():

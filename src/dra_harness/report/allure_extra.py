@@ -164,9 +164,11 @@ def _module(result: Obj) -> str:
     return (result.get("fullName") or "").partition("#")[0].rpartition(".")[2].removeprefix("test_")
 
 
-def links(result: Obj) -> list[Obj]:
+def links(result: Obj, row: Obj | None = None) -> list[Obj]:
+    """The docs of the test's concern: the one its suite declares (``row``, its results row), else the one its
+    module's name gives (no row: a result of a test the report does not list)."""
     module = _module(result)
-    concern = CONCERNS.get(module, (module, module))[0]
+    concern = (row or {}).get("concern") or CONCERNS.get(module, (module, module))[0]
     return [{"type": "link", "name": name, "url": url} for name, url in DOCS.get(concern, DEFAULT_DOCS)]
 
 
@@ -191,7 +193,7 @@ def steps(records: list[Obj], start_ms: int) -> list[Obj]:
 def decorate(result: Obj, row: Obj | None, run_parameters: list[Obj]) -> Obj:
     """``result`` with the report's links, parameters, evidence steps and not-established status; idempotent."""
     have = {link.get("url") for link in result.get("links", [])}
-    result["links"] = result.get("links", []) + [link for link in links(result) if link["url"] not in have]
+    result["links"] = result.get("links", []) + [link for link in links(result, row) if link["url"] not in have]
     named = {p.get("name") for p in result.get("parameters", [])}
     result["parameters"] = result.get("parameters", []) + [p for p in run_parameters if p["name"] not in named]
     own = [s for s in result.get("steps", []) if not str(s.get("name", "")).startswith(STEP_PREFIX)]
