@@ -94,3 +94,12 @@ def test_negative_control_a_record_with_a_misspelled_key_fails_at_the_call_site(
         Evidence(_Item()).record(section="device-health", node="n", tainted="gpu-1", evicted_after=0.04, condition=None)  # type: ignore[arg-type]
     with pytest.raises(SectionError, match="'metrics' with keys kube-schedular"):
         Evidence(_Item()).record(section="metrics", **{"kube-schedular": {}})  # type: ignore[arg-type]
+
+
+def test_negative_control_a_measurement_the_metrics_pattern_does_not_name_fails_at_the_call_site():
+    """The metrics section takes further keys only as ``scheduler_dra_<point>_mean_s`` (its Shape's ``extra``)."""
+    moves = {"moved": {"a": [0, 4]}, "still": {}, "absent": []}
+    both = {"kube-scheduler": moves, "kube-controller-manager": moves}
+    Evidence(_Item()).record(section="metrics", **both, scheduler_dra_prebind_mean_s=0.001)  # type: ignore[arg-type]
+    with pytest.raises(SectionError, match="scheduler_dra_filter_p99_s"):
+        Evidence(_Item()).record(section="metrics", **both, scheduler_dra_filter_p99_s=0.1)  # type: ignore[arg-type]
