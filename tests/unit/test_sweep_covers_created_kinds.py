@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 from dra_harness.kube import kueue_api, rest
-from dra_harness.providers import handle
+from dra_harness.providers import handle, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "dra_harness"
@@ -32,8 +32,9 @@ NOT_THE_RUNS = {
 
 
 def _swept() -> set[rest.Resource]:
-    """The cluster-scoped kinds :func:`~dra_harness.providers.sweep.sweep_run` deletes (whatever the server serves)."""
-    return {*handle._CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED, rest.NAMESPACES, rest.NODES}
+    """The kinds :func:`~dra_harness.providers.sweep.sweep_run` deletes where the server serves every kind a run
+    may create (Kueue's included), read from the sweep itself."""
+    return sweep.swept_kinds([*handle._CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED])
 
 
 def created_cluster_scoped(source: str, modules: dict[str, ModuleType | SimpleNamespace] = MODULES
@@ -83,3 +84,11 @@ def test_negative_control_a_created_kind_the_sweep_does_not_know_is_named():
     found = created_cluster_scoped(planted, fake)
     assert [(line, kind.kind) for line, kind in found] == [(2, "DeviceClass"), (5, "RuntimeClass")]
     assert runtime_classes not in _swept() and rest.DEVICE_CLASSES in _swept()
+
+
+def test_the_kinds_are_the_sweeps_own_list_so_a_kind_it_stops_deleting_is_missed(monkeypatch):
+    """Negative control of the list itself: a sweep that no longer deletes simulated nodes no longer covers the
+    Topology's node creates, and the main test would name them."""
+    real = sweep._kinds
+    monkeypatch.setattr(sweep, "_kinds", lambda *a: [k for k in real(*a) if k[0] is not rest.NODES])
+    assert rest.NODES not in _swept() and rest.NAMESPACES in _swept()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from dra_harness.errors import InputError, KubeApiError, one_line
 from dra_harness.kube import rest
@@ -87,10 +87,10 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
             (f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
             for o in _ours(kube, res, namespace, sel))
 
-    kinds = rest.answered(lambda: _kinds(kube, selector, lease_namespace), max(0.0, deadline - time.monotonic()))
+    kinds = rest.answered(lambda: _kinds(cluster_scoped_kinds(kube), selector, lease_namespace),
+                          max(0.0, deadline - time.monotonic()))
     lists = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
-             *(listing(res, namespace, sel) for res, namespace, sel in kinds),
-             listing(rest.NAMESPACES, None, selector)]
+             *(listing(res, namespace, sel) for res, namespace, sel in kinds)]
     failed = settle(lists, deadline)
     failed |= settle(found, deadline)
     failed |= settle([("delete Pods on nodes gone", lambda: _orphans_deleted(kube, selector))], deadline)
@@ -151,19 +151,24 @@ def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "defaul
                          "give this run another id, or delete them first")
 
 
-def _kinds(kube: Kube, selector: str, lease_namespace: str) -> list[tuple[rest.Resource, str | None, str]]:
-    """(kind, namespace, selector) the run may have made outside its namespaces, in the order they are deleted:
-    taint rules first (they act on devices until deleted), the run's Leases, then the simulated nodes it made,
-    and only those: a real node may carry the run label too."""
-    return [*((res, None, selector) for res in cluster_scoped_kinds(kube)[::-1]), (LEASES, lease_namespace, selector),
-            (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}")]
+def swept_kinds(cluster_kinds: Iterable[rest.Resource]) -> set[rest.Resource]:
+    """The kinds the sweep deletes, given the cluster-scoped kinds a run may create that the server serves
+    (:func:`~dra_harness.providers.handle.cluster_scoped_kinds`): what a test of the sweep's reach reads."""
+    return {res for res, _, _ in _kinds(list(cluster_kinds), "", "")}
+
+
+def _kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: str
+           ) -> list[tuple[rest.Resource, str | None, str]]:
+    """(kind, namespace, selector) the run may have made, in the order they are deleted: taint rules first
+    (they act on devices until deleted), the run's Leases, the simulated nodes it made, and only those (a
+    real node may carry the run label too), then its namespaces."""
+    return [*((res, None, selector) for res in cluster_kinds[::-1]), (LEASES, lease_namespace, selector),
+            (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}"), (rest.NAMESPACES, None, selector)]
 
 
 def _present(kube: Kube, selector: str, lease_namespace: str) -> list[str]:
-    left = [f"Namespace/{n['metadata']['name']}" for n in kube.list(rest.NAMESPACES, label_selector=selector)]
-    for res, namespace, sel in _kinds(kube, selector, lease_namespace):
-        left += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
-    return left
+    return [f"{res.kind}/{o['metadata']['name']}" for res, namespace, sel
+            in _kinds(cluster_scoped_kinds(kube), selector, lease_namespace) for o in _ours(kube, res, namespace, sel)]
 
 
 def _uncordoning(kube: Kube, run_id: str) -> list[Step]:

@@ -96,12 +96,16 @@ class Drivers:
         appear at ``since`` (wall clock) or later: the new plugin's, not a late retry of the stopped one's."""
         path = self.cluster.supervisor.log_dir / f"kubelet-{node}.log"
         started = time.monotonic()
+        offset, partial = mark, b""  # each look reads on from where the last stopped; a cut line waits for its end
 
         def attempt() -> None:
+            nonlocal offset, partial
             with open(path, "rb") as f:
-                f.seek(mark)
-                new = f.read().decode(errors="replace")
-            if registered_since(new, registrar, since):
+                f.seek(offset)
+                chunk = f.read()
+            offset += len(chunk)
+            *lines, partial = (partial + chunk).split(b"\n")
+            if registered_since(b"\n".join(lines).decode(errors="replace"), registrar, since):
                 return
             if self.cluster.supervisor.exited(f"driver-{node}") is not None:
                 return  # the caller's own checks find the exit and say so
