@@ -5,7 +5,7 @@ node (labelled ``dra-harness.io/contention-allowed=true``, as a user would) the 
 with a sleeping container taking the example driver's devices, the reserved design naming its
 device by uuid; without the label nothing runs and the run says why. With
 ``--allow-contention --simulated-nodes 16`` the suite adds the scenario's nodes there, annotated
-for a KWOK process this run starts (it manages those nodes and no other), and runs the seed
+for a KWOK process this run starts (it manages those nodes and no other), and runs the small
 scenario's pools design on that API server and scheduler; with ``--kwok-image`` that KWOK is a
 Deployment in the cluster, on its real node, instead. Afterwards nothing of the run is left:
 no node, slice, class, namespace, role, and no KWOK process. Negative controls: without
@@ -46,6 +46,7 @@ from tests.integration import owned
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
+SMALL = ROOT / "suites" / "contention-small.yaml"
 
 
 def _run(cluster, report: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -56,15 +57,16 @@ def _run(cluster, report: Path, *extra: str, env: dict[str, str] | None = None) 
 
 
 def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_its_own_kwok(small_cluster, tmp_path):
-    # One design: what differs on an existing cluster (our KWOK, its nodes, the sweep) is the same for each,
-    # and the three designs run on the embedded cluster in the suites; this keeps CI within its limit.
+    # One design of the small scenario: what differs on an existing cluster (our KWOK, its nodes, the sweep) is the
+    # same for each design and scenario, and the seed's three designs run on the embedded cluster in the suites.
+    # (The seed's pools design here took 54 s of wall time at 536x, the small one's about 12 s.)
     # As a ServiceAccount holding only deploy/rbac's roles (dra-harness-contention and the node-lease Role
     # included): the run and its KWOK need no admin.
     small_cluster.kube().create(rest.NAMESPACES, {"metadata": {"name": "dra-example-driver"}})  # the driver-pods Role's
     sa = twin.serviceaccount_kubeconfig(small_cluster.kube(), small_cluster.kubeconfig, tmp_path / "sa-kubeconfig",
                                       contention=True)
     out = _run(SimpleNamespace(kubeconfig=sa), tmp_path / "run", "--allow-contention", "--simulated-nodes", "16",
-               env={"DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
+               env={"DRA_HARNESS_CONTENTION": str(SMALL), "DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
     verdicts = {f"{r['suite']}::{r['test']}": r["outcome"] for r in read_results(tmp_path / "run")}
     for test, outcome in sorted(verdicts.items()):
         print(f"  {outcome:8} {test}")
@@ -90,7 +92,7 @@ def test_the_contention_suite_runs_on_an_existing_cluster_on_simulated_nodes_of_
 
 def test_negative_control_nodes_for_a_kwok_that_is_not_running_never_become_ready(small_cluster):
     kube = small_cluster.kube()
-    sc = load(ROOT / "suites" / "contention-small.yaml")
+    sc = load(SMALL)
     topo = Topology(kube, sc, f"nk{uuid.uuid4().hex[:6]}")
     topo.kwok = (simulated_nodes.ANNOTATION, "no-such-kwok")
     try:
@@ -105,7 +107,7 @@ def test_the_run_sweep_deletes_its_simulated_nodes_and_never_a_node_it_only_labe
     node that merely carries the run's label (as a disruptive test's node would) stays."""
     kube = small_cluster.kube()
     run_id = f"sw{uuid.uuid4().hex[:6]}"
-    topo = Topology(kube, load(ROOT / "suites" / "contention-small.yaml"), run_id)
+    topo = Topology(kube, load(SMALL), run_id)
     topo.create()
     other = next(n["metadata"]["name"] for n in kube.list(rest.NODES) if not n["metadata"]["name"].startswith("ctn-"))
     kube.patch(rest.NODES, other, {"metadata": {"labels": {RUN_LABEL: run_id}}})
@@ -189,8 +191,8 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
          "--report-dir", str(tmp_path / "run"), "--allow-contention", "--simulated-nodes", "16", "--kwok-image", KWOK_IMAGE,
          "--kwok-node-selector", "kubernetes.io/hostname=real-node-0", "-k", "test_contention"],
         stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
-        # The small scenario: what differs here is where KWOK runs, not the scenario (the seed runs in the test above).
-        env={**os.environ, "DRA_HARNESS_CONTENTION": str(ROOT / "suites" / "contention-small.yaml"),
+        # The small scenario: what differs here is where KWOK runs, not the scenario.
+        env={**os.environ, "DRA_HARNESS_CONTENTION": str(SMALL),
              "DRA_HARNESS_CONTENTION_DESIGNS": "pools"})
     seen: set[str] = set()
     roles: set[str] = set()
