@@ -23,6 +23,10 @@ from dra_harness.labels import DISRUPTABLE_LABEL
 PROVIDER_NAMES = ("local", "existing", "kind")
 
 
+#: How long a run's Leases last unrenewed, unless ``--lease-seconds`` says otherwise (:mod:`dra_harness.providers.lock`).
+LEASE_SECONDS = 45
+
+
 @dataclass(frozen=True)
 class Option:
     flag: str
@@ -83,6 +87,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--kwok-node-selector", "with --kwok-image: KEY=VALUE, the label of the nodes its pod may run on (a real node)"),
     Option("--lease-namespace", "namespace of the Leases through which concurrent runs on one cluster take turns",
            default="default"),
+    Option("--lease-seconds", "how long the run's Leases last unrenewed: another run takes over one this long after "
+           "it stops renewing (a run killed outright), and the run stops its test once it could not renew for two "
+           "thirds of it (an API server away that long)", default=LEASE_SECONDS, type=int, range=(10, 3600)),
     Option("--dry-run", "disruptive tests list what they would touch, and touch nothing", type=bool),
     Option("--kind-node-image", "kind: node image (default: built here for --k8s-version by `dra-harness kind build-node-image`)"),
     Option("--driver-image", "kind: example-driver image (default: built from the Go-built plugin)"),
@@ -134,6 +141,7 @@ class RunConfig:
     kwok_image: str | None = None
     kwok_node_selector: str | None = None
     lease_namespace: str = "default"
+    lease_seconds: int = LEASE_SECONDS
     dry_run: bool = False
     kind_node_image: str | None = None
     driver_image: str | None = None

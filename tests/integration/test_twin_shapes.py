@@ -3,7 +3,7 @@
 The example driver on every twin is healthy, so a FAIL is always the harness blaming the cluster
 for one of its own assumptions; "not established" with the preflight's fact is the honest answer.
 Most shapes also draw a fault injected while the run goes on (clock skew between two runs, the API
-server away a minute mid-drain, pytest killed mid-drain, a storm of 429s on the run's writes from
+server away longer than the run's lease mid-drain, pytest killed mid-drain, a storm of 429s on the run's writes from
 API Priority and Fairness during its clean-up): the same judgement holds through it.
 The seed changes every day and is printed: ``python -m tests.integration.twins --seed N --shapes 1``
 reproduces a shape. ``DRA_HARNESS_TWIN_SEED`` pins it.

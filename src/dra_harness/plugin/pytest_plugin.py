@@ -280,7 +280,8 @@ def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id:
     if not cluster.provider.outlives_run:
         yield None
         return
-    lock = ClusterLock(cluster.kube, run_id, run_config(request.config).lease_namespace)
+    config = run_config(request.config)
+    lock = ClusterLock(cluster.kube, run_id, config.lease_namespace, lease_s=config.lease_seconds)
     try:
         yield lock
     finally:

@@ -57,12 +57,12 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
+# A holder that stops renewing (killed) is ignored this long after a waiter first sees its lease unchanged.
+from dra_harness.options import LEASE_SECONDS
 
 LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 EXCLUSIVE = "dra-harness-exclusive"
 KIND_LABEL = "dra-harness.io/lock"
-#: A holder that stops renewing (killed) is ignored this long after a waiter first sees its lease unchanged.
-LEASE_SECONDS = 45.0
 #: How long taking the lock rides out an API server that does not answer or turns requests away (429, 5xx): a
 #: control-plane upgrade or restart. Longer, and the test that waits for it is told (not established).
 AWAY_SECONDS = 120.0

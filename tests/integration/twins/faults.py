@@ -7,7 +7,9 @@ real thing, never a stand-in:
   it, see :mod:`.hooks`), both runs taking turns through the cluster's Leases; the skew is
   measured on the Leases themselves (``acquireTime`` against the server's creation time);
 - ``api-away-mid-drain``: the API server killed the moment the run cordons a node, and
-  started again a minute later (longer than the run's lease lasts);
+  started again :data:`API_AWAY_S` later, longer than the run's lease lasts (the run is given
+  :data:`API_LEASE_S`; kubelets and KWOK back off the longer the server is away, up to a minute
+  at the default 45-s lease, and the run must wait for them to give its devices back);
 - ``kill-mid-drain``: the run's pytest killed with SIGKILL two seconds after it cordons a
   node: only its watchdog is left to uncordon the node and sweep;
 - ``throttled-sweep``: from the last test's teardown on, API Priority and Fairness answers 429
@@ -48,7 +50,8 @@ from dra_harness.providers.embedded.twin import CI_NAMESPACE, Twin
 from dra_harness.providers.lock import KIND_LABEL, LEASES
 
 SKEW_S = 60
-API_AWAY_S = 60.0
+API_LEASE_S = 20
+API_AWAY_S = 30.0
 #: Longer than a test's teardown asks again for its namespace's deletion (the plugin's NAMESPACE_DELETE_S), so the
 #: storm leaves the sweep work to do under it.
 STORM_S = 45.0
@@ -100,7 +103,8 @@ class Injector:
 
     def args(self, i: int) -> list[str]:
         skewed = self.fault == "clock-skew" and i == 1
-        return ["-p", HOOKS] if self._gate is not None or self.old or skewed else []
+        lease = [f"--lease-seconds={API_LEASE_S}"] if self.fault == "api-away-mid-drain" else []
+        return lease + (["-p", HOOKS] if self._gate is not None or self.old or skewed else [])
 
     def started(self, i: int, proc: subprocess.Popen) -> None:
         self._procs[i] = proc
