@@ -3,6 +3,10 @@
 Why sample: a restarted kubelet deletes its node's ResourceSlices and the driver publishes them
 again only when it notices; in between, every new claim for that node fails to schedule with
 "cannot allocate all claims" (a stale or missing slice is the most common cause of Pending pods).
+On v1.37.2 with the example driver v0.4.0 that gap is 46-54 s: the kubelet wipes every slice of its
+node as it starts (before any driver registers), and the driver's ResourceSlice controller
+(k8s.io/dynamic-resource-allocation v0.36.2, which the driver does not configure) publishes again
+only ``SyncDelay`` (30 s) after the last change it saw.
 A gap is reported as a finding with its length, not as a broken invariant: it is upstream
 behaviour the user should plan the upgrade around.
 """
