@@ -101,6 +101,24 @@ def test_an_object_the_sweep_may_not_delete_does_not_stop_the_others_and_is_repo
     assert [v for v, k, n in kube.calls if (v, n) == ("DELETE", "pc-a")] == ["DELETE"], "a 403 is not retried"
 
 
+def test_objects_whose_delete_was_refused_for_good_are_reported_at_once_not_waited_for(monkeypatch):
+    """They will not go by themselves: the sweep names them and returns, rather than looking again until its
+    deadline (the staging twin's control of the old 429 rule waited its whole 120 s so)."""
+    kube = _shared_cluster()
+
+    def before(verb: str, kind: str, name: str) -> None:
+        if verb == "DELETE" and name in ("pc-a", "dra-a"):
+            raise rest.ApiError(403, "Forbidden", f"{name} is forbidden")
+
+    kube.before = before
+    looks = iter(range(10**6))  # the clock moves a second at each look at it
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: float(next(looks)))
+    left = sweep.sweep_run(kube, RUN, timeout=600)
+    assert sorted(left) == ["Namespace/dra-a (403 Forbidden: dra-a is forbidden)",
+                            "PriorityClass/pc-a (403 Forbidden: pc-a is forbidden)"], left
+    assert next(looks) < 60, "the sweep waited for objects it could not delete"
+
+
 def test_a_storm_that_outlasts_the_deadline_is_reported_not_waited_out(monkeypatch):
     kube = _shared_cluster()
     _storm(kube, times=10**6, verbs=("DELETE",))

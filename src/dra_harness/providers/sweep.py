@@ -44,9 +44,10 @@ MAX_PAUSE_S = 5.0
 Step = tuple[str, Callable[[], object]]  # (what it does, for the report; the call)
 
 
-def settle(steps: list[Step], deadline: float) -> dict[str, str]:
+def settle(steps: list[Step], deadline: float, refused: set[str] | None = None) -> dict[str, str]:
     """Run every step once, in order; then, in passes with growing pauses, again those turned away for a moment,
-    until none is left or ``deadline`` (``time.monotonic()``). Returns what each step not done last met."""
+    until none is left or ``deadline`` (``time.monotonic()``). Returns what each step not done last met;
+    ``refused`` gets the steps refused for good (not tried again)."""
     pending = list(steps)
     failed: dict[str, str] = {}
     pause = 0.5
@@ -58,6 +59,8 @@ def settle(steps: list[Step], deadline: float) -> dict[str, str]:
                 failed[what] = one_line(e)
                 if transient(e):
                     continue
+                if refused is not None:
+                    refused.add(what)
             else:
                 failed.pop(what, None)
             pending.remove((what, step))
@@ -92,11 +95,13 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     lists = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
              *(listing(res, namespace, sel) for res, namespace, sel in kinds)]
     failed = settle(lists, deadline)
-    failed |= settle(found, deadline)
+    refused: set[str] = set()  # deletes refused for good: those objects will not go, so nothing waits for them
+    failed |= settle(found, deadline, refused)
     failed |= settle([("delete Pods on nodes gone", lambda: _orphans_deleted(kube, selector))], deadline)
     try:
-        watch_until(kube, rest.NAMESPACES, lambda items: not items, max(0.0, deadline - time.monotonic()),
-                    f"namespaces of run {run_id} to be deleted", label_selector=selector)
+        watch_until(kube, rest.NAMESPACES, lambda items: all(f"Namespace/{n['metadata']['name']}" in refused for n in items),
+                    max(0.0, deadline - time.monotonic()), f"namespaces of run {run_id} to be deleted",
+                    label_selector=selector)
     except (WaitError, KubeApiError):
         pass  # what is left is told below
 
@@ -111,7 +116,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
                 raise
             unreadable.append(one_line(e))
             raise NotYet(one_line(e)) from e
-        if left:
+        if not set(left) <= refused:
             raise NotYet(", ".join(left))
         return left
 
