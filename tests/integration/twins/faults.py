@@ -8,8 +8,9 @@ real thing, never a stand-in:
   measured on the Leases themselves (``acquireTime`` against the server's creation time);
 - ``api-away-mid-drain``: the API server killed the moment the run cordons a node, and
   started again :data:`API_AWAY_S` later, longer than the run's lease lasts (the run is given
-  :data:`API_LEASE_S`; kubelets and KWOK back off the longer the server is away, up to a minute
-  at the default 45-s lease, and the run must wait for them to give its devices back);
+  :data:`API_LEASE_S`, so the outage can be half the default lease's minute; either way the real
+  node's kubelet then took about a minute, 57-70 s, to see the run's pods deleted and give their
+  devices back, which the run waits for);
 - ``kill-mid-drain``: the run's pytest killed with SIGKILL two seconds after it cordons a
   node: only its watchdog is left to uncordon the node and sweep;
 - ``throttled-sweep``: from the last test's teardown on, API Priority and Fairness answers 429
