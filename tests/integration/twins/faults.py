@@ -8,9 +8,10 @@ real thing, never a stand-in:
   measured on the Leases themselves (``acquireTime`` against the server's creation time);
 - ``api-away-mid-drain``: the API server killed the moment the run cordons a node, and
   started again :data:`API_AWAY_S` later, longer than the run's lease lasts (the run is given
-  :data:`API_LEASE_S`, so the outage can be half the default lease's minute; either way the real
-  node's kubelet then took about a minute, 57-70 s, to see the run's pods deleted and give their
-  devices back, which the run waits for);
+  :data:`API_LEASE_S`, so the outage can be half the default lease's minute; either way the
+  cluster's components, their watches backing off while the server was away, then took about a
+  minute, 57-70 s, to end the run's pods on the real node and give their devices back, which the
+  run waits for);
 - ``kill-mid-drain``: the run's pytest killed with SIGKILL two seconds after it cordons a
   node: only its watchdog is left to uncordon the node and sweep;
 - ``throttled-sweep``: from the last test's teardown on, API Priority and Fairness answers 429
