@@ -197,11 +197,12 @@ def bench_contention(scenario: str, designs: tuple[str, ...], cluster_name: str 
                                           progress=lambda reached: seen.append(reached))
                 rows.append(r)
     table = Table(title=f"{sc.name} in virtual time, Kubernetes {version}: wall time per design")
-    for heading in ("design", "jobs", "steps (settled)", "sent ahead (broken)", "settle p50 / p95 ms", "wall s", "lost"):
+    for heading in ("design", "jobs", "steps (settled, no room)", "sent ahead (broken)", "settle p50 / p95 ms", "wall s", "lost"):
         table.add_column(heading, justify="left" if heading == "design" else "right")
     for r in rows:
         v, s = r["virtual"], r["virtual"]["settle_wall_s"]
-        table.add_row(r["design"], str(r["jobs_total"]), f"{v['steps']} ({v['settled']})", f"{v['sent_ahead']} ({v['ahead_broken']})",
+        table.add_row(r["design"], str(r["jobs_total"]), f"{v['steps']} ({v['settled']}, {v['no_room']})",
+                      f"{v['sent_ahead']} ({v['ahead_broken']})",
                       f"{(s['p50'] or 0) * 1000:.0f} / {(s['p95'] or 0) * 1000:.0f}", f"{r['wall_s']:.1f}", str(r["jobs_lost"]))
     Console().print(table)
     print(f"{before} before, {_load()} after; all designs {sum(r['wall_s'] for r in rows):.0f} s; JSON: {out}")

@@ -62,6 +62,7 @@ class Clock:
     times: list[float] = field(default_factory=list)
     settle_wall_s: list[float] = field(default_factory=list)
     polls: int = 0
+    no_room: int = 0  # settled steps that gave devices back where no waiting pod had room (:meth:`VirtualRun._no_room`)
 
     def step(self, t: float) -> None:
         self.walls.append(time.time())
@@ -78,7 +79,7 @@ class Clock:
 
     def summary(self) -> dict[str, Any]:
         s = self.settle_wall_s
-        return {"steps": len(self.times), "settled": len(s), "polls": self.polls,
+        return {"steps": len(self.times), "settled": len(s), "polls": self.polls, "no_room": self.no_room,
                 "settle_wall_s": {"p50": metrics.percentile(s, 50), "p95": metrics.percentile(s, 95),
                                   "max": max(s) if s else None, "total": round(sum(s), 1)}}
 
@@ -185,6 +186,11 @@ class VirtualRun:
             # Arrivals alone free nothing: once each new pod is bound or marked unschedulable (a condition the
             # step waits for anyway) nothing else is set moving, so a short window only catches a last attempt.
             quiet = self.quiet_s if ends or self.extra is not None else min(self.quiet_s, ARRIVALS_QUIET_S)
+            if moved_above is not None and not arrivals and self._no_room(t):
+                # Provably nothing to place: the step waits for the scheduler to move and retry its parked pods
+                # (so the next step's sign of a move is its own), not for a quiet window.
+                quiet = 0.0
+                self.clock.no_room += 1
             self.clock.polls += wait_settled(self.queue, self._unsettled, self._events,
                                              STEP_DEADLINE_S, f"scenario t={t:.0f} s", quiet, moved_above=moved_above)
             self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
@@ -351,6 +357,22 @@ class VirtualRun:
                 return True
             time.sleep(0.1)
         return False
+
+    def _no_room(self, t: float) -> bool:
+        """Whether, once this step's ends have landed, no pod that waits could be placed on the devices free
+        (:class:`~dra_harness.contention.ahead.Room`'s count, which holds wherever the scheduler places): then the
+        step gave devices back that no placement can follow, whatever the control plane's timing. False without a
+        Room (every step settles fully) and with an admission layer (its quota is not counted)."""
+        if self.room is None or self.extra is not None:
+            return False
+        self._ends_landed(t)
+        with self.rec.lock:
+            held = {d for h in self.rec.holds.values() for d in h.devices}
+            jobs = {self.rec.pod_job.get(pod, pod) for pod, (phase, node, _, deleting) in self.rec.pod_state.items()
+                    if not node and not deleting and phase not in ("Succeeded", "Failed")}
+        if not jobs or not jobs <= self.by_name.keys():
+            return False
+        return all(self.room.slots(tier, held) == 0 for tier in {self.by_name[j].tier for j in jobs})
 
     def _parked(self) -> bool:
         """Whether a pod of the run is parked as unschedulable for devices (not bound, marked ``PodScheduled=False``
