@@ -162,10 +162,10 @@ def test_the_contention_suite_runs_on_the_real_devices_of_the_nodes_labelled_for
         assert held and all(d.startswith(f"{node}/") for d in held), held  # the real node's devices, no simulated one
         assert result["jobs_completed"] == result["jobs_total"] == 5 and not result["design_violations"], result
         assert "uuid in" in result["device_selectors"]["inference"], result["device_selectors"]
-        # The compression was lowered until inference's tolerable wait is 20 floors.
+        # The compression was lowered until inference's tolerable wait (10 min) is 20 floors.
         floor = result["floor"]
-        assert result["time_compression"] < 60 and floor["wall_s"]["p95"] > 0
-        assert 300 / result["time_compression"] >= 20 * floor["wall_s"]["p95"] * 0.99, (result["time_compression"], floor)
+        assert result["time_compression"] < 200 and floor["wall_s"]["p95"] > 0
+        assert 600 / result["time_compression"] >= 20 * floor["wall_s"]["p95"] * 0.99, (result["time_compression"], floor)
         print(f"real devices: floor p95 {floor['wall_s']['p95']} s wall, compression {result['time_compression']}x, "
               f"wall {result['wall_s']} s, tiers {[(t['tier'], t['verdict']) for t in result['tiers']]}")
     finally:

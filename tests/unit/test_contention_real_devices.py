@@ -60,8 +60,8 @@ def test_a_job_is_a_sleeping_container_kept_to_the_labelled_nodes():
 
 def test_the_compression_is_lowered_to_twenty_floors_of_the_shortest_tolerable_wait():
     topo = RealDevices(Cluster({"a": ALLOWED}, {"a": 4}), load(SCENARIO), "run1", "busybox", "gpu.example.com")
-    chosen = topo.adapt_compression([1.0] * 10 + [2.0] * 10)  # p95 2 s: 300 s / (20 x 2 s)
-    assert chosen == 300 / (MARGIN * 2.0) == 7.5
+    chosen = topo.adapt_compression([1.0] * 10 + [2.0] * 10)  # p95 2 s: 600 s / (20 x 2 s)
+    assert chosen == 600 / (MARGIN * 2.0) == 15.0
     assert topo.adapt_compression([0.01] * 20) == pytest.approx(chosen)  # never raised again above the last choice
 
 
