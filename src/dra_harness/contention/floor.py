@@ -29,7 +29,7 @@ from dra_harness.contention.recorder import JOB_NAME_LABEL
 from dra_harness.contention.runner import drop_namespace, run_namespace
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import Topology
-from dra_harness.kube import rest
+from dra_harness.kube import kueue_api, rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
@@ -65,6 +65,10 @@ def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float =
                 kube.delete(rest.JOBS, name, ns, propagation="Foreground")
                 watch_until(kube, rest.PODS, lambda pods: not pods, timeout, f"the pod of floor job {ns}/{name} gone",
                             namespace=ns, label_selector=f"{JOB_NAME_LABEL}={name}")
+                # Idle means Kueue's quota too: until its Workload is gone the next job would wait for the quota
+                # to come back, and that wait, not the control plane's, would be measured.
+                watch_until(kube, kueue_api.WORKLOADS, lambda workloads: not workloads, timeout,
+                            f"the Workload of floor job {ns}/{name} gone", namespace=ns)
                 continue
             kube.create(rest.PODS, topo.pod(design, name, tier.name, None), ns)
             wait_running(kube, ns, name, timeout)
