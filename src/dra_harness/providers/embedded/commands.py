@@ -161,6 +161,12 @@ def scheduler_config(paths: Paths) -> dict:
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(paths.kubeconfig), "qps": 200, "burst": 400},
         "leaderElection": {"leaderElect": False},
+        # A retry backs off 1 s whatever the pod's attempts (default: 1 s doubling to 10 s). kube-scheduler takes
+        # backed-off pods by backoff expiry (1-s windows) before priority; in virtual time a step is ~0.1 s, so a
+        # parked pod always backs off when devices come back, and with 1-10 s a pod with fewer attempts went first
+        # where a cluster whose events are minutes apart orders by priority and arrival: docs/contention.md. An idle
+        # scheduler takes a backed-off pod at once either way (SchedulerPopFromBackoffQ, on since 1.33).
+        "podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 1,
     }
 
 
