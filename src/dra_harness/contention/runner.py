@@ -372,8 +372,8 @@ def preemption_probe(kube: Kube, topo: Topology, low_run_s: float = 20.0, timeou
                 h = rec.jobs.get("high")
                 if h and h.running:
                     break
-            time.sleep(0.2)
-        time.sleep(1.0)
+            time.sleep(0.05)
+        # The scheduler's FailedScheduling event was written at the high pod's first attempt, seconds before.
         events = [e for e in kube.list(rest.EVENTS, ns) if e.get("involvedObject", {}).get("name") == "high"]
         pod = kube.get(rest.PODS, "high", ns)
     finally:
