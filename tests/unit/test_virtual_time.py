@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,12 @@ def test_the_scheduler_queue_is_read_per_queue_and_parked_pods_do_not_count_as_w
     assert state.moved == 7    # moved by a claim's change, not by a node's
 
 
+def test_a_family_is_found_at_the_start_in_the_middle_and_at_an_unterminated_end_of_the_text():
+    assert settle.family('a{x="1"} 1\na{x="2"} 2', "a") == ['a{x="1"} 1', 'a{x="2"} 2']
+    assert settle.family('# TYPE a counter\nab{x="1"} 5\na{x="1"} 1\nb{x="1"} 3\n', "a") == ['a{x="1"} 1']
+    assert settle.family('ab{x="1"} 5\n', "a") == [] and settle.family("", "a") == []
+
+
 class FakeQueue:
     """A scheduler whose queue answers from a script, one state per read, the last repeated."""
 
@@ -62,9 +69,17 @@ def test_a_step_settles_once_nothing_moved_for_the_quiet_window():
 
 def test_a_new_attempt_within_the_quiet_window_starts_it_again():
     later = QueueState(IDLE.pending, 11)
-    q = FakeQueue(*([IDLE] * 3), later)
-    polls = wait_settled(q, lambda: [], lambda: 0, 5.0, "t=0", quiet_s=0.05, every_s=0.01)
-    assert polls >= 8, polls  # calm restarted at the new attempt count
+    began = time.monotonic()
+    reads = wait_settled(FakeQueue(IDLE, later), lambda: [], lambda: 0, 5.0, "t=0", quiet_s=0.05, every_s=0.002)
+    assert reads == 3  # the window's start, its end (an attempt was made meanwhile: it starts again), the new end
+    assert time.monotonic() - began >= 0.1
+
+
+def test_a_watch_event_within_the_quiet_window_starts_it_again_with_a_new_read():
+    seen = iter([0, 0, 0, 1] + [1] * 1000)  # the watches deliver an event during the first window
+    began = time.monotonic()
+    reads = wait_settled(FakeQueue(IDLE), lambda: [], lambda: next(seen), 5.0, "t=0", quiet_s=0.05, every_s=0.002)
+    assert reads == 3 and time.monotonic() - began >= 0.05  # the first window broken off: read again, then a whole window
 
 
 def test_an_unsettled_step_times_out_naming_what_was_still_moving():
