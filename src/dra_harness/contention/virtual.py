@@ -45,7 +45,7 @@ NEVER_S = 100 * 365 * 86400.0
 #: Kueue may admit a job after its quiet window. Without an admission layer the last step settled with no pod waiting
 #: in the scheduler's queue, so only a scheduler timer could start one (which a step never waits for either).
 LATE_S = 10.0
-LATE_PLAIN_S = 1.0
+LATE_PLAIN_S = 0.25
 #: The quiet window of a step with arrivals only (wall seconds): see :meth:`VirtualRun.run`.
 ARRIVALS_QUIET_S = 0.02
 #: Wall seconds one step may take to settle before the run stops with what was still moving.
@@ -63,6 +63,7 @@ class Clock:
     settle_wall_s: list[float] = field(default_factory=list)
     polls: int = 0
     no_room: int = 0  # settled steps that gave devices back where no waiting pod had room (:meth:`VirtualRun._no_room`)
+    parks: int = 0    # settled steps whose arrivals could only park (:meth:`VirtualRun._parks`)
 
     def step(self, t: float) -> None:
         self.walls.append(time.time())
@@ -79,7 +80,7 @@ class Clock:
 
     def summary(self) -> dict[str, Any]:
         s = self.settle_wall_s
-        return {"steps": len(self.times), "settled": len(s), "polls": self.polls, "no_room": self.no_room,
+        return {"steps": len(self.times), "settled": len(s), "polls": self.polls, "no_room": self.no_room, "parks": self.parks,
                 "settle_wall_s": {"p50": metrics.percentile(s, 50), "p95": metrics.percentile(s, 95),
                                   "max": max(s) if s else None, "total": round(sum(s), 1)}}
 
@@ -191,6 +192,10 @@ class VirtualRun:
                 # (so the next step's sign of a move is its own), not for a quiet window.
                 quiet = 0.0
                 self.clock.no_room += 1
+            elif not ends and self._parks([name for _, kind, _, name in batch if kind == ARRIVE]):
+                # Each new pod's one attempt can only park it: the step waits for those attempts, not a quiet window.
+                quiet = 0.0
+                self.clock.parks += 1
             self.clock.polls += wait_settled(self.queue, self._unsettled, self._events,
                                              STEP_DEADLINE_S, f"scenario t={t:.0f} s", quiet, moved_above=moved_above)
             self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
@@ -373,6 +378,17 @@ class VirtualRun:
         if not jobs or not jobs <= self.by_name.keys():
             return False
         return all(self.room.slots(tier, held) == 0 for tier in {self.by_name[j].tier for j in jobs})
+
+    def _parks(self, arrivals: list[str]) -> bool:
+        """Whether no job arriving in this step can be placed: its tier has no whole slot among the free devices
+        its class may take (:class:`~dra_harness.contention.ahead.Room`), counting as free those of pods ended and
+        not yet seen ended. Then its attempt only marks it unschedulable, and nothing follows from that. False
+        without a Room, with an admission layer, or while jobs sent ahead are not yet placed."""
+        if self.room is None or self.extra is not None or self.ahead or not arrivals:
+            return False
+        with self.rec.lock:
+            held = {d for h in self.rec.holds.values() if h.pod not in self.ending for d in h.devices}
+        return all(self.room.slots(self.by_name[name].tier, held) == 0 for name in arrivals)
 
     def _parked(self) -> bool:
         """Whether a pod of the run is parked as unschedulable for devices (not bound, marked ``PodScheduled=False``
