@@ -171,8 +171,8 @@ KNOWN_PREEMPTION = {"1.36": False, "1.37": False}
 @pytest.mark.parametrize("topology", _scenarios()[:1], indirect=True, ids=[p.stem for p in _scenarios()[:1]])
 def test_preemption_probe_records_whether_a_device_is_freed_for_higher_priority(topology, cluster, evidence):
     # kube-scheduler preempts, if it does, in the cycle that first fails the pod (PostFilter), within a second
-    # here; 4 s of hold leaves a victim's eviction time to show, and the wait below must still span most of it.
-    probe = runner.preemption_probe(cluster.kube, topology, low_run_s=4.0)
+    # here; 3 s of hold leaves a victim's eviction time to show, and the wait below must still span most of it.
+    probe = runner.preemption_probe(cluster.kube, topology, low_run_s=3.0)
     _PROBES[topology.scenario.name] = probe
     version = cluster.server_version()
     evidence.record(k8s_version=version, preemption_probe=probe)
