@@ -77,6 +77,15 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 BACKOFF = (0.2, 2.0, 2.0)
 
 
+#: How long after an API server outage the cluster's components may still be catching up: client-go's
+#: reflectors retry a broken watch after 0.8 s doubling to 30 s, up to twice that with jitter, and only forget
+#: the backoff after 2 minutes without one (a kubelet whose API server was killed thrice in a minute saw a new pod
+#: 80 s after the server was back). A wait that times out this soon after one says so.
+COMPONENTS_CATCH_UP_S = 120.0
+#: When the last outage any wait saw ended (monotonic) and how long it was: waits run in threads, one writes.
+_last_outage: tuple[float, float] | None = None
+
+
 @dataclass
 class Outage:
     """Times a wait could not reach the API server; said in the timeout text if it mattered."""
@@ -97,16 +106,29 @@ class Outage:
         return min(ceiling, first * factor ** min(self.reconnects - 1, 8))
 
     def up(self) -> None:
+        global _last_outage
         if self._since is not None:
-            self.seconds += time.monotonic() - self._since
+            now = time.monotonic()
+            self.seconds += now - self._since
+            _last_outage = (now, now - self._since)
             self._since = None
 
     def describe(self) -> str:
         self.up()
         if not self.reconnects:
-            return ""
+            return _recent_outage()
         return (f"; the API server was unreachable for {self.seconds:.1f}s of the wait "
                 f"({self.reconnects} reconnect attempts, last: {self.last_error})")
+
+
+def _recent_outage(now: float | None = None) -> str:
+    """A wait that saw no outage of its own but timed out soon after one that another wait saw."""
+    last = _last_outage
+    now = time.monotonic() if now is None else now
+    if last is None or now - last[0] > COMPONENTS_CATCH_UP_S:
+        return ""
+    return (f"; the API server was away {last[1]:.1f}s until {now - last[0]:.0f}s before this: the cluster's "
+            f"components may still be backing off their watches (up to a minute after each outage)")
 
 
 def _transient(error: Exception) -> bool:
