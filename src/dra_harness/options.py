@@ -23,7 +23,8 @@ from dra_harness.labels import DISRUPTABLE_LABEL
 PROVIDER_NAMES = ("local", "existing", "kind")
 
 
-#: How long a run's Leases last unrenewed, unless ``--lease-seconds`` says otherwise (:mod:`dra_harness.providers.lock`).
+#: How long a run's Leases last unrenewed, unless ``--lease-seconds`` says otherwise (:mod:`dra_harness.providers.lock`):
+#: a holder that stops renewing (killed) is ignored this long after a waiter first sees its Lease unchanged.
 LEASE_SECONDS = 45
 
 

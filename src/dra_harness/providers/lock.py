@@ -57,7 +57,6 @@ from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
-# A holder that stops renewing (killed) is ignored this long after a waiter first sees its lease unchanged.
 from dra_harness.options import LEASE_SECONDS
 
 LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

@@ -110,7 +110,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     def remaining() -> list[str]:
         unreadable.clear()
         try:
-            left = _present(kube, selector, lease_namespace)
+            left = _present(kube, kinds)  # the kinds found once above: discovery is not asked again every look
         except (rest.ApiError, rest.Unreachable) as e:
             if not transient(e):
                 raise
@@ -147,7 +147,7 @@ def _orphans_deleted(kube: Kube, selector: str) -> None:
 def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "default") -> None:
     """Raise :class:`InputError` when objects of ``run_id`` (kept namespaces, Leases and node records included)
     are on the cluster already: then a run of that id is going on, or one left them behind."""
-    found = _present(kube, run_selector(run_id), lease_namespace)
+    found = _present(kube, _kinds(cluster_scoped_kinds(kube), run_selector(run_id), lease_namespace))
     found += [f"Node/{n['metadata']['name']} (cordoned)" for n in kube.list(rest.NODES)
               if node_changes.cordoned_by(n) == run_id]
     if found:
@@ -171,9 +171,9 @@ def _kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: s
             (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}"), (rest.NAMESPACES, None, selector)]
 
 
-def _present(kube: Kube, selector: str, lease_namespace: str) -> list[str]:
-    return [f"{res.kind}/{o['metadata']['name']}" for res, namespace, sel
-            in _kinds(cluster_scoped_kinds(kube), selector, lease_namespace) for o in _ours(kube, res, namespace, sel)]
+def _present(kube: Kube, kinds: list[tuple[rest.Resource, str | None, str]]) -> list[str]:
+    """What of ``kinds`` (:func:`_kinds`) is on the cluster, as ``Kind/name``."""
+    return [f"{res.kind}/{o['metadata']['name']}" for res, namespace, sel in kinds for o in _ours(kube, res, namespace, sel)]
 
 
 def _uncordoning(kube: Kube, run_id: str) -> list[Step]:
