@@ -61,7 +61,7 @@ class Clock:
     walls: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     settle_wall_s: list[float] = field(default_factory=list)
-    polls: int = 0
+    polls: int = 0    # reads of kube-scheduler's queue over every settle (:func:`.settle.wait_settled`)
     no_room: int = 0  # settled steps that gave devices back where no waiting pod had room (:meth:`VirtualRun._no_room`)
     parks: int = 0    # settled steps whose arrivals could only park (:meth:`VirtualRun._parks`)
 

@@ -121,10 +121,9 @@ class Outage:
                 f"({self.reconnects} reconnect attempts, last: {self.last_error})")
 
 
-def _recent_outage(now: float | None = None) -> str:
+def _recent_outage() -> str:
     """A wait that saw no outage of its own but timed out soon after one that another wait saw."""
-    last = _last_outage
-    now = time.monotonic() if now is None else now
+    last, now = _last_outage, time.monotonic()
     if last is None or now - last[0] > COMPONENTS_CATCH_UP_S:
         return ""
     return (f"; the API server was away {last[1]:.1f}s until {now - last[0]:.0f}s before this: the cluster's "
