@@ -372,12 +372,12 @@ class VirtualRun:
             return False
         self._ends_landed(t)
         with self.rec.lock:
-            held = {d for h in self.rec.holds.values() for d in h.devices}
+            held = self._held()
             jobs = {self.rec.pod_job.get(pod, pod) for pod, (phase, node, _, deleting) in self.rec.pod_state.items()
                     if not node and not deleting and phase not in ("Succeeded", "Failed")}
         if not jobs or not jobs <= self.by_name.keys():
             return False
-        return all(self.room.slots(tier, held) == 0 for tier in {self.by_name[j].tier for j in jobs})
+        return self._no_slot(jobs, held)
 
     def _parks(self, arrivals: list[str]) -> bool:
         """Whether no job arriving in this step can be placed: its tier has no whole slot among the free devices
@@ -387,8 +387,17 @@ class VirtualRun:
         if self.room is None or self.extra is not None or self.ahead or not arrivals:
             return False
         with self.rec.lock:
-            held = {d for h in self.rec.holds.values() if h.pod not in self.ending for d in h.devices}
-        return all(self.room.slots(self.by_name[name].tier, held) == 0 for name in arrivals)
+            held = self._held(but=self.ending)
+        return self._no_slot(arrivals, held)
+
+    def _held(self, but: Collection[str] = ()) -> set[str]:
+        """Devices allocated now, except those of the pods ``but`` (call under the recorder's lock)."""
+        return {d for h in self.rec.holds.values() if h.pod not in but for d in h.devices}
+
+    def _no_slot(self, jobs: Collection[str], held: set[str]) -> bool:
+        """Whether no job of ``jobs`` finds a whole slot for its tier among the devices not ``held`` (needs a Room)."""
+        assert self.room is not None
+        return all(self.room.slots(tier, held) == 0 for tier in {self.by_name[j].tier for j in jobs})
 
     def _parked(self) -> bool:
         """Whether a pod of the run is parked as unschedulable for devices (not bound, marked ``PodScheduled=False``
