@@ -152,8 +152,15 @@ def test_sigterm_after_sigterm_does_not_cut_the_cleanup_short(small_cluster, tmp
 
 
 def _kwok_dirs(run_id: str) -> set[Path]:
-    """KWOK's log directories of the run: in its private directory, or (with none) top-level in /tmp."""
-    return set(Path("/tmp").glob("dra-harness-kwok-*")) | set(Path("/tmp").glob(f"dra-harness-{run_id}-*/dra-harness-kwok-*"))
+    """KWOK's log directories of the run: in its private directory, or (with none) top-level in /tmp, where only
+    those whose stages name the run are its own (other workers' tests start KWOKs of their own there)."""
+    def ours(d: Path) -> bool:
+        try:
+            return run_id in (d / "stages.yaml").read_text()
+        except OSError:  # another's, going, or not yet written
+            return False
+    return {d for d in Path("/tmp").glob("dra-harness-kwok-*") if ours(d)} \
+        | set(Path("/tmp").glob(f"dra-harness-{run_id}-*/dra-harness-kwok-*"))
 
 
 def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_kwok_or_file(small_cluster, tmp_path):
@@ -177,6 +184,8 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
     try:
         _wait_for("jobs running on the run's simulated nodes", lambda: nodes() and running_jobs() >= 2, 240)
         assert owned.kwok_processes(small_cluster), "the run's own KWOK is running"
+        # The finder's control: it sees the run's KWOK directory while the run lives, so its absence below counts.
+        assert _kwok_dirs(run_id) - kwok_dirs_before, "the run's KWOK directory was not found while it ran"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
