@@ -1,8 +1,8 @@
 """The project's own test session: where its time went, per test module and per worker, at the end of the log.
 
 Why: ``--durations`` names the slowest tests, but the wall time of ``selftest`` is decided by how the
-modules fall on its two workers (``--dist loadfile``): a long module started late leaves the other
-worker idle (docs/figures.md, "Where the project's test time goes"). The sums below show both: each
+modules fall on its workers (``--dist loadfile``): a long module started late leaves the others
+idle (docs/figures.md, "Where the project's test time goes"). The sums below show both: each
 module's test time, and each worker's, whose difference is the idle time at the end.
 """
 

@@ -25,8 +25,8 @@ LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "t
         "test_upgrade_check_releases")
 
 
-#: The longest modules (several minutes each on one worker) start first: two workers take modules in
-#: collection order, and one of these started last kept the other worker idle for minutes.
+#: The longest modules (several minutes each on one worker) start first: the workers take modules in
+#: collection order, and one of these started last kept the others idle for minutes.
 FIRST = ("test_suites_pass", "test_contention_existing", "test_staging_twin", "test_twin_shapes")
 
 #: The longest of LAST (8 and 6 min on one worker), started with FIRST when nothing builds behind the tests:
