@@ -78,10 +78,9 @@ def selftest(pytest_args: tuple[str, ...]) -> None:
 def workers(building: bool) -> int:
     """Test workers for ``selftest``: three, or two while components build in the background.
 
-    Most integration tests wait on real time (a cluster's start, a kubelet's wipe, a scenario): with two
-    workers the 2-core machine was 46 % busy in a warm CI run's first five minutes, with three 74 % over the
-    whole run, which took 26.6 minutes instead of 33.4 (docs/figures.md). On a cold machine the background
-    build takes that idle share.
+    Most integration tests wait on real time (a cluster's start, a kubelet's wipe, a scenario): in a warm CI
+    run the 2 cores were 46 % busy with two workers (its first five minutes) and 74-81 % with three (two whole
+    runs, 26.6 and 28.5 minutes against 33-35 on two; docs/figures.md). On a cold machine the background build
+    takes that idle share.
     """
     return 2 if building else 3
-
