@@ -57,3 +57,15 @@ def kwok_processes(cluster: LocalCluster) -> dict[int, str]:
 def run_lock_dirs(run_id: str) -> set[Path]:
     """The private directories a test session of ``run_id`` makes under /tmp (xdist's lock, KWOK's log)."""
     return set(Path("/tmp").glob(f"dra-harness-{run_id}-*"))
+
+
+def kwok_dirs(run_id: str) -> set[Path]:
+    """KWOK's log directories of ``run_id``: in its private directory, or (with none) top-level in /tmp, where only
+    those whose stages name the run are its own (other workers' tests start KWOKs of their own there)."""
+    def ours(d: Path) -> bool:
+        try:
+            return run_id in (d / "stages.yaml").read_text()
+        except OSError:  # another's, going, or not yet written
+            return False
+    return {d for d in Path("/tmp").glob("dra-harness-kwok-*") if ours(d)} \
+        | set(Path("/tmp").glob(f"dra-harness-{run_id}-*/dra-harness-kwok-*"))

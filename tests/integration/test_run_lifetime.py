@@ -151,18 +151,6 @@ def test_sigterm_after_sigterm_does_not_cut_the_cleanup_short(small_cluster, tmp
     assert not _run_objects(small_cluster.kube()), "the run's own cleanup left objects"
 
 
-def _kwok_dirs(run_id: str) -> set[Path]:
-    """KWOK's log directories of the run: in its private directory, or (with none) top-level in /tmp, where only
-    those whose stages name the run are its own (other workers' tests start KWOKs of their own there)."""
-    def ours(d: Path) -> bool:
-        try:
-            return run_id in (d / "stages.yaml").read_text()
-        except OSError:  # another's, going, or not yet written
-            return False
-    return {d for d in Path("/tmp").glob("dra-harness-kwok-*") if ours(d)} \
-        | set(Path("/tmp").glob(f"dra-harness-{run_id}-*/dra-harness-kwok-*"))
-
-
 def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_kwok_or_file(small_cluster, tmp_path):
     """The contention suite on a cluster the run did not create, with its own KWOK and 4 simulated nodes, killed
     with SIGKILL while jobs run: the watchdog removes its nodes and namespaces, its KWOK dies with it, and
@@ -170,7 +158,6 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
     kube = small_cluster.kube()
     # Its own run id: what it leaves is told from what the other test worker's runs make meanwhile.
     run_id = f"it-{uuid.uuid4().hex[:10]}"
-    kwok_dirs_before = _kwok_dirs(run_id)
     proc = _start(["pytest", str(ROOT / "suites" / "test_contention.py"), "--cluster=existing", f"--run-id={run_id}",
                    f"--kubeconfig={small_cluster.kubeconfig}", "--allow-contention", "--simulated-nodes=4",
                    "-p", "no:cacheprovider", "-q"], tmp_path)
@@ -185,7 +172,7 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
         _wait_for("jobs running on the run's simulated nodes", lambda: nodes() and running_jobs() >= 2, 240)
         assert owned.kwok_processes(small_cluster), "the run's own KWOK is running"
         # The finder's control: it sees the run's KWOK directory while the run lives, so its absence below counts.
-        assert _kwok_dirs(run_id) - kwok_dirs_before, "the run's KWOK directory was not found while it ran"
+        assert owned.kwok_dirs(run_id), "the run's KWOK directory was not found while it ran"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
@@ -194,4 +181,4 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
     _wait_for("the run's KWOK to die with it", lambda: not owned.kwok_processes(small_cluster), 30)
     _wait_for("the watchdog to delete the run's nodes and objects", lambda: not nodes() and not _run_objects(kube), 120)
     _wait_for("the run's lock directory to go", lambda: not owned.run_lock_dirs(run_id), 30)
-    assert _kwok_dirs(run_id) <= kwok_dirs_before, f"KWOK's log left: {_kwok_dirs(run_id) - kwok_dirs_before}"
+    assert not owned.kwok_dirs(run_id), f"KWOK's log left: {owned.kwok_dirs(run_id)}"
