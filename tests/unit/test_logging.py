@@ -302,7 +302,9 @@ def test_a_process_that_exits_during_start_up_ends_the_poll_at_once(tmp_path, mo
     cluster = LocalCluster("poll")
     cluster.state_dir.mkdir(parents=True)
     cluster.supervisor.start("etcd", [sys.executable, "-c", "print('etcd: bad flag'); raise SystemExit(1)"])
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30  # a loaded machine starts Python slowly: "at once" counts from its exit
+    while cluster.supervisor.exited("etcd") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     started = time.monotonic()
     with pytest.raises(ClusterError, match=r"^etcd exited during start-up; last log lines:\netcd: bad flag"):
         cluster.readiness.poll("kube-apiserver", time.monotonic() + 30, lambda: "not ok")

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from dra_harness.errors import ClusterError
+from dra_harness.host import processes
 from dra_harness.host.processes import Supervisor, Tracked, strays
 
 
@@ -48,6 +49,28 @@ def test_a_name_whose_process_runs_is_not_started_twice_and_is_once_it_is_gone(t
     third = sup.start("webhook", ["sleep", "60"])  # died by itself, pid file left: free too
     sup.stop("webhook", grace=0.5)
     assert third.pid != again.pid and sup.tracked() == []
+
+
+def test_a_child_gone_before_its_pid_file_is_written_is_still_tracked_as_dead(tmp_path, monkeypatch):
+    """Under load a child that fails at once (a bad flag) can be a zombie before start() reads its start time.
+    Its pid file then had no start time, tracked() skipped it, and a start-up wait polled out its whole
+    deadline instead of ending at once (seen in CI with three workers)."""
+    real = subprocess.Popen
+
+    def slow_parent(*args, **kwargs):  # the parent reads /proc only once the child is gone
+        proc = real(*args, **kwargs)
+        deadline = time.monotonic() + 30
+        while processes.process_start_time(proc.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return proc
+
+    monkeypatch.setattr(processes.subprocess, "Popen", slow_parent)
+    sup = Supervisor(tmp_path)
+    sup.start("etcd", [sys.executable, "-c", "raise SystemExit(1)"])
+    gone = sup.get("etcd")
+    assert gone is not None and not gone.alive(), sup.tracked()
+    sup.stop("etcd")
+    assert sup.tracked() == []
 
 
 def test_a_reused_pid_is_not_treated_as_ours(tmp_path):

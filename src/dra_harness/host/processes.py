@@ -40,6 +40,9 @@ def process_start_time(pid: int) -> str | None:
     return fields[19]
 
 
+EXITED = "exited"  # the start time recorded for a child already gone when its pid file was written
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -88,7 +91,9 @@ class Supervisor:
             )
         finally:
             log_file.close()
-        start = process_start_time(proc.pid) or ""
+        # A child that failed at once (a bad flag) may be a zombie already: record it as gone rather than
+        # with an empty start time, which tracked() could not parse, so a start-up wait would never see it die.
+        start = process_start_time(proc.pid) or EXITED
         (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid} {start}\n")
         self._children[name] = proc
         log.info("started %s (pid %d, log %s)", name, proc.pid, self.log_dir / f"{name}.log")
