@@ -53,7 +53,11 @@ def test_a_real_fault_planted_in_a_twin_still_fails_so_not_established_cannot_sw
         # First alone: a class that selects nothing would leave the check's own pods unschedulable.
         _hand_one_device_to_two_pods(kube, node, first["spec"]["pool"]["name"], first["spec"]["devices"][-1]["name"])
         shared_out, _ = run.run_main_job(made, tmp_path / "shared", "-k", "never_share_a_device")
-        twice = {"metadata": {"name": f"{node}-twice"}, "spec": {**first["spec"], "devices": first["spec"]["devices"][:1]}}
+        # Selected by a node selector, not nodeName: the driver's slice controller lists only spec.nodeName=<its node>
+        # and deletes a copy of its pool there 30 s after it appears (DefaultSyncDelay), which a loaded run outlasted.
+        spec = {k: v for k, v in first["spec"].items() if k != "nodeName"}
+        twice = {"metadata": {"name": f"{node}-twice"}, "spec": {**spec, "devices": spec["devices"][:1], "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
         kube.create(rest.RESOURCE_SLICES, twice)
         kube.patch(rest.DEVICE_CLASSES, DRIVER_NAME, {"spec": {"selectors": [
             {"cel": {"expression": f"device.driver == '{DRIVER_NAME}' && device.attributes['{DRIVER_NAME}'].index > 99"}}]}})
