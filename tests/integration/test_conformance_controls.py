@@ -25,6 +25,7 @@ from dra_harness.kube.pods import (
     wait_running,
     wait_unschedulable,
 )
+from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
 from dra_harness.checks.sharing import NOTHING_AUDITED
 from dra_harness.report import failure_evidence
@@ -53,6 +54,12 @@ def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_dia
     typo_msg = scheduling_message(wait_unschedulable(handle.kube, ns, "typo"))
     starved_msg = scheduling_message(wait_unschedulable(handle.kube, ns, "starved"))
     assert "cannot allocate all claims" in typo_msg and "cannot allocate all claims" in starved_msg
+    # A pod wait that times out says where each pod stands and what it was warned of (it once said "2 object(s)").
+    with pytest.raises(WaitTimeout) as timeout:
+        watch_until(handle.kube, rest.PODS, lambda pods: False, 2, "the typo'd pod Running", namespace=ns,
+                    field_selector="metadata.name=typo")
+    said = str(timeout.value)
+    assert "typo: Pending; PodScheduled False (Unschedulable: 0/" in said and "; warning FailedScheduling: 0/" in said, said
 
     by_pod = {d.pod: d for d in diagnose(handle.kube, ns)}
     assert by_pod["typo"].cause == "selector-typo", by_pod["typo"]

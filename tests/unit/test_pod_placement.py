@@ -1,7 +1,9 @@
-"""Where a pod stands for a wait that accepts running or unschedulable, read from its status alone."""
+"""Where a pod stands, read from its status alone: for a wait that accepts running or unschedulable, and in the
+line a pod wait's timeout gives for each pod."""
 
 from __future__ import annotations
 
+from dra_harness.kube.podstates import describe
 from dra_harness.kube.pods import placement
 
 
@@ -17,3 +19,14 @@ def test_a_running_pod_an_unschedulable_one_and_one_still_waiting_are_told_apart
     assert placement(_pod("Pending")) == "pending"
     assert placement(_pod("Pending", "SchedulerError")) == "pending"
     assert placement({}) == "pending"
+
+
+def test_a_pod_is_described_by_its_phase_node_first_unmet_condition_and_waiting_containers():
+    starting = {"metadata": {"name": "readers-1"}, "spec": {"nodeName": "w1"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodReadyToStartContainers", "status": "False"}, {"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert describe(starting) == "readers-1: Pending on w1; PodReadyToStartContainers False; container c: ContainerCreating"
+    refused = {"metadata": {"name": "x", "deletionTimestamp": "t"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes are available"}]}}
+    assert describe(refused) == "x: Pending, being deleted; PodScheduled False (Unschedulable: 0/2 nodes are available)"
+    assert describe({"metadata": {"name": "new"}}) == "new: ?"

@@ -35,7 +35,8 @@ from typing import Any
 
 from dra_harness.checks import cel, device_taints
 from dra_harness.kube import rest
-from dra_harness.kube.pods import allocated_devices, claim_names, events_for, scheduling_message
+from dra_harness.kube.events import events_for
+from dra_harness.kube.pods import allocated_devices, claim_names, scheduling_message
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 

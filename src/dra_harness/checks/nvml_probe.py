@@ -21,7 +21,8 @@ from pathlib import Path
 from dra_harness.checks.config_webhook import GATE_OFF
 from dra_harness.kube import rest
 from dra_harness.kube.builders import GRACE_S, meta
-from dra_harness.kube.pods import allocated_devices, events_for, pending_reason, pod_claims
+from dra_harness.kube.events import events_for
+from dra_harness.kube.pods import allocated_devices, pending_reason, pod_claims
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitTimeout, wait_for_object
 from dra_harness.providers.profiles import DriverProfile

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dra_harness.kube import podstates, rest
+from dra_harness.kube.events import warnings
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
 from dra_harness.kube.waits import WaitError, wait_for_object, watch_until
@@ -59,21 +60,12 @@ def scheduling_message(pod: Pod | Obj | None) -> str:
     return f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
 
 
-def events_for(kube: Kube, namespace: str, name: str, kind: str = "Pod") -> list[Obj]:
-    events = kube.list(
-        rest.EVENTS, namespace, field_selector=f"involvedObject.name={name},involvedObject.kind={kind}"
-    )
-    return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-
-
 def pending_reason(kube: Kube, namespace: str, name: str):
     def why(pod: Obj | None) -> str:
-        warnings = [
-            f"{e.get('reason')}: {e.get('message')}" for e in events_for(kube, namespace, name) if e.get("type") == "Warning"
-        ]
+        said = warnings(kube, namespace, name)
         text = f"last state: {scheduling_message(pod)}"
-        if warnings:
-            text += f"; warnings: {' | '.join(warnings[-3:])}"
+        if said:
+            text += f"; warnings: {' | '.join(said)}"
         return text
 
     return why

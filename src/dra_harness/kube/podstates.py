@@ -12,6 +12,8 @@ FAILs in one staging run). Here a pod state is read once and sorted into two kin
 
 The kubelet retries both kinds; what it says on the first try is what it says on the last,
 so the first sighting decides. A pod being deleted decides nothing.
+
+When a wait does time out, :func:`describe` says in one line where each pod it waited on stands.
 """
 
 from __future__ import annotations
@@ -55,3 +57,20 @@ def environment_blocker(pods: list[Obj]) -> str | None:
 def product_failure(pod: Obj) -> str | None:
     """Why the node failed ``pod``'s container (see :data:`PRODUCT`), or None."""
     return blocked(pod, PRODUCT)
+
+
+def describe(pod: Obj) -> str:
+    """Where one pod stands, in a line: phase and node, the first condition not met, every container waiting.
+    E.g. ``readers-1: Pending on w1; PodReadyToStartContainers False; container c: ContainerCreating``."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    text = f"{meta.get('name')}: {status.get('phase', '?')}" + (f" on {node}" if node else "")
+    if meta.get("deletionTimestamp"):
+        text += ", being deleted"
+    unmet = next((c for c in status.get("conditions") or [] if c.get("status") != "True"), None)
+    if unmet:
+        said = ": ".join(x for x in (unmet.get("reason"), (unmet.get("message") or "")[:300]) if x)
+        text += f"; {unmet.get('type')} {unmet.get('status')}" + (f" ({said})" if said else "")
+    for container, reason, message in _waiting(pod):
+        text += f"; container {container}: {reason}" + (f": {message[:300]}" if message else "")
+    return text

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import urllib3
 
 from dra_harness import lifetime
-from dra_harness.kube import podstates
+from dra_harness.kube import events, podstates
 from dra_harness.kube.rest import ApiError, Gone, Kube, Resource, Unreachable
 from dra_harness.kube.types import Obj
 from dra_harness.errors import CheckError, NotEstablished
@@ -190,7 +190,12 @@ def watch_until(
 
     def timed_out() -> WaitTimeout:
         current = snap.values()
-        detail = why(current) if why else _summary(current)
+        if why:
+            detail = why(current)
+        elif res.kind == "Pod":
+            detail = _pods_summary(kube, current)
+        else:
+            detail = _summary(current)
         return WaitTimeout(what, timeout, current, detail + outage.describe())
 
     rv = ""
@@ -291,3 +296,22 @@ def _summary(items: list[Obj]) -> str:
         return "last state: nothing matched"
     names = [f"{o['metadata'].get('name')}" for o in items[:5]]
     return f"last state: {len(items)} object(s) ({', '.join(names)})"
+
+
+def _pods_summary(kube: Kube, pods: list[Obj]) -> str:
+    """Each pod's state and the last warnings of the first three (a sandbox the runtime failed to create,
+    a claim the driver failed to prepare): "2 object(s)" was all a kind run once said of two stuck readers."""
+    if not pods:
+        return "last state: nothing matched"
+    lines = []
+    for i, pod in enumerate(pods[:5]):
+        line = podstates.describe(pod)
+        if i < 3:
+            try:
+                said = events.warnings(kube, pod["metadata"].get("namespace", ""), pod["metadata"]["name"], last=2)
+            except (ApiError, Unreachable):  # the timeout's own message matters more than its detail
+                said = []
+            line += "".join(f"; warning {w[:300]}" for w in said)
+        lines.append(line)
+    more = f" (and {len(pods) - 5} more)" if len(pods) > 5 else ""
+    return f"last state of {len(pods)} pod(s){more}:\n  " + "\n  ".join(lines)

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from dra_harness.kube import rest
+from dra_harness.kube.events import events_for
 from dra_harness.kube.pods import (
     allocated_devices,
     allocated_node,
     claim_names,
-    events_for,
     pod_claims,
     scheduling_message,
     wait_running,

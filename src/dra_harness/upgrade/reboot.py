@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from dra_harness.kube import rest
-from dra_harness.kube.pods import events_for
+from dra_harness.kube.events import events_for
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import watch_until

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 
 from dra_harness.kube import builders, rest
-from dra_harness.kube.pods import events_for, wait_running
+from dra_harness.kube.events import events_for
+from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.errors import HarnessError
