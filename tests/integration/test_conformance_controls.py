@@ -25,6 +25,7 @@ from dra_harness.kube.pods import (
     wait_running,
     wait_unschedulable,
 )
+from dra_harness.kube.policy import policy_refusal
 from dra_harness.kube.waits import WaitTimeout, watch_until
 from dra_harness.labels import KEPT_LABEL, RUN_LABEL
 from dra_harness.checks.sharing import NOTHING_AUDITED
@@ -59,7 +60,7 @@ def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_dia
         watch_until(handle.kube, rest.PODS, lambda pods: False, 2, "the typo'd pod Running", namespace=ns,
                     field_selector="metadata.name=typo")
     said = str(timeout.value)
-    assert "typo: Pending; PodScheduled False (Unschedulable: 0/" in said and "; warning FailedScheduling: 0/" in said, said
+    assert "typo: Pending; PodScheduled False (Unschedulable: 0/" in said and "\n  warning FailedScheduling: 0/" in said, said
 
     by_pod = {d.pod: d for d in diagnose(handle.kube, ns)}
     assert by_pod["typo"].cause == "selector-typo", by_pod["typo"]
@@ -73,6 +74,24 @@ def test_a_typo_and_a_full_cluster_look_the_same_to_the_scheduler_but_not_to_dia
     assert cli.returncode == 0, cli.stderr
     lines = sorted(cli.stdout.splitlines())
     assert lines[0].startswith("controls/starved: capacity-exhausted:") and lines[1].startswith("controls/typo: selector-typo:")
+
+
+def test_a_pod_wait_that_the_namespaces_quota_ran_out_names_the_refusal_so_the_check_is_not_established(handle):
+    """A wait with no explanation of its own quotes the warnings of every pod it waited on: two claims refused by
+    the quota make it the cluster's policy, not the product's failure (a twin's run once FAILed such a wait)."""
+    ns = "controls"
+    handle.kube.create(rest.RESOURCE_QUOTAS, {"metadata": {"name": "one-device"}, "spec": {"hard": {
+        f"{handle.device_class}.deviceclass.resource.k8s.io/devices": "1"}}}, ns)
+    handle.template(ns, "one", handle.request())
+    for i in range(3):
+        handle.pod(ns, f"q-{i}", template="one")
+    with pytest.raises(WaitTimeout) as timeout:
+        watch_until(handle.kube, rest.PODS, lambda pods: len(pods) == 3 and all(p["status"].get("phase") == "Running" for p in pods),
+                    8, "3 pods Running", namespace=ns)
+    said = str(timeout.value)
+    assert "warning FailedResourceClaimCreation: " in said and "(on 2 pod(s), the last said)" in said, said
+    refused = policy_refusal(timeout.value)
+    assert refused and refused.startswith("the cluster's ResourceQuota refused a claim") and "one-device" in refused, said
 
 
 def test_a_missing_device_class_and_missing_slices_are_named(handle):

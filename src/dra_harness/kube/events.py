@@ -1,4 +1,4 @@
-"""Events about one object, oldest first.
+"""Events about one object or one namespace's objects, oldest first.
 
 Why a module of its own: pod waits quote the warnings of the pods they time out on, and the
 waits sit below the pod helpers that had this list.
@@ -11,11 +11,14 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 
 
-def events_for(kube: Kube, namespace: str, name: str, kind: str = "Pod") -> list[Obj]:
-    events = kube.list(
-        rest.EVENTS, namespace, field_selector=f"involvedObject.name={name},involvedObject.kind={kind}"
-    )
+def events_in(kube: Kube, namespace: str, field_selector: str) -> list[Obj]:
+    """The namespace's events that ``field_selector`` selects (``type=Warning``...), oldest first."""
+    events = kube.list(rest.EVENTS, namespace, field_selector=field_selector)
     return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def events_for(kube: Kube, namespace: str, name: str, kind: str = "Pod") -> list[Obj]:
+    return events_in(kube, namespace, f"involvedObject.name={name},involvedObject.kind={kind}")
 
 
 def warnings(kube: Kube, namespace: str, name: str, last: int = 3) -> list[str]:

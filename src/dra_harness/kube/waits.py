@@ -299,19 +299,25 @@ def _summary(items: list[Obj]) -> str:
 
 
 def _pods_summary(kube: Kube, pods: list[Obj]) -> str:
-    """Each pod's state and the last warnings of the first three (a sandbox the runtime failed to create,
-    a claim the driver failed to prepare): "2 object(s)" was all a kind run once said of two stuck readers."""
+    """Each pod's state (the first five), then the warnings about any of them, by reason: a sandbox the runtime
+    failed to create, a claim the driver failed to prepare, a claim the namespace's quota refused (which
+    :func:`..policy.policy_refusal` reads from this text). "16 object(s)" was all such a timeout once said."""
     if not pods:
         return "last state: nothing matched"
-    lines = []
-    for i, pod in enumerate(pods[:5]):
-        line = podstates.describe(pod)
-        if i < 3:
-            try:
-                said = events.warnings(kube, pod["metadata"].get("namespace", ""), pod["metadata"]["name"], last=2)
-            except (ApiError, Unreachable):  # the timeout's own message matters more than its detail
-                said = []
-            line += "".join(f"; warning {w[:300]}" for w in said)
-        lines.append(line)
-    more = f" (and {len(pods) - 5} more)" if len(pods) > 5 else ""
+    more = f" (the first 5 of {len(pods)})" if len(pods) > 5 else ""
+    lines = [podstates.describe(p) for p in pods[:5]]
+    names = {p["metadata"]["name"] for p in pods}
+    by_reason: dict[str, tuple[set[str], str]] = {}
+    for namespace in sorted({p["metadata"].get("namespace", "") for p in pods})[:3]:
+        try:
+            said = events.events_in(kube, namespace, "type=Warning,involvedObject.kind=Pod")
+        except (ApiError, Unreachable):  # the timeout's own message matters more than its detail
+            continue
+        for e in said:
+            pod = (e.get("involvedObject") or {}).get("name", "")
+            if pod in names:
+                on, _ = by_reason.get(e.get("reason", ""), (set(), ""))
+                by_reason[e.get("reason", "")] = (on | {pod}, e.get("message", ""))
+    lines += [f"warning {reason}: {message[:300]} (on {len(on)} pod(s), the last said)"
+              for reason, (on, message) in sorted(by_reason.items())]
     return f"last state of {len(pods)} pod(s){more}:\n  " + "\n  ".join(lines)
