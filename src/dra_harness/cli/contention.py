@@ -141,14 +141,17 @@ def contention_run(scenario: str, designs: tuple[str, ...], k8s_version: str, cl
                 print_table(runs[-1])
                 plots.designs(out / f"{sc.name}-designs.png", f"{sc.name}: p95 wait per design in virtual time (k8s {version})",
                               runs[-1])
-            walls = {}
+            walls: dict[str, list[float]] = {}
+            waited: dict[str, list[str]] = {}
             for kind in sorted({floor_mod.kind(d) for d in chosen} if compressions else ()):
                 with heartbeat.status(console, f"control-plane floor: {floor_mod.SAMPLES} jobs one at a time on idle devices"
                                       + (" through Kueue" if kind == "queue" else "")):
-                    walls[kind] = floor_mod.measure(kube, topo, design=kind)
+                    waited[kind] = []
+                    walls[kind] = floor_mod.measure(kube, topo, design=kind, quota_waits=waited[kind])
             for compression in compressions:
                 topo.scenario = replace(sc, time_compression=compression)
-                floors = {kind: floor_mod.summarise(w, compression, kind) for kind, w in walls.items()}
+                floors = {kind: floor_mod.summarise(w, compression, kind, len(waited[kind]) if kind == "queue" else None)
+                          for kind, w in walls.items()}
                 for floor in floors.values():
                     print_floor(floor)
                 where = out if compression == sc.time_compression else out.parent / f"contention-at-{compression:g}x"
@@ -204,6 +207,9 @@ def print_floor(floor: dict) -> None:
     console.print(f"control-plane floor{through} at {floor['time_compression']:g}x: p95 {w['p95']:.2f} s wall "
                   f"({floor['samples']} jobs one at a time; p50 {w['p50']:.2f} s) = {floor['p95_s'] / 60:.1f} scenario min; "
                   f"a tolerable wait needs to exceed {floor['established_above_s'] / 60:.1f} min for a verdict", highlight=False)
+    if floor.get("quota_waits"):
+        console.print(f"  [yellow]{floor['quota_waits']} of its jobs waited for Kueue's quota[/]: the floor is higher than "
+                      "the control plane's own", highlight=False)
 
 
 @click.command("allocation")

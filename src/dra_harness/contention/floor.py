@@ -29,7 +29,7 @@ from dra_harness.contention.recorder import JOB_NAME_LABEL
 from dra_harness.contention.runner import drop_namespace, run_namespace
 from dra_harness.contention.scenario import Scenario
 from dra_harness.contention.topology import Topology
-from dra_harness.kube import kueue_api, rest
+from dra_harness.kube import events, kueue_api, rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
@@ -41,10 +41,12 @@ MARGIN = 20.0
 SAMPLES = 20
 
 
-def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float = 60.0, design: str = "shared") -> list[float]:
+def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float = 60.0, design: str = "shared",
+            quota_waits: list[str] | None = None) -> list[float]:
     """Create ``samples`` one-device jobs one after another on idle devices (the shared design, or
     ``queue``: Jobs through Kueue); return each one's created -> Running in wall seconds (:func:`summarise`
-    turns them into the floor at a compression)."""
+    turns them into the floor at a compression). Through Kueue, ``quota_waits`` gets the floor Workloads Kueue
+    said it could not admit at once: each is a wait for quota, which no floor should hold."""
     sc = topo.scenario
     tier = min(sc.tiers, key=lambda t: t.devices_per_job)
     ns = run_namespace(kube, topo, "floor")
@@ -74,6 +76,9 @@ def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float =
             wait_running(kube, ns, name, timeout)
             walls.append(time.time() - started)
             kube.delete(rest.PODS, name, ns, grace_seconds=0)
+        if design == "queue" and quota_waits is not None:
+            pending = events.events_in(kube, ns, "type=Warning,reason=Pending,involvedObject.kind=Workload")
+            quota_waits += sorted({e["involvedObject"]["name"] for e in pending})
     finally:
         drop_namespace(kube, ns)
         topo.uninstall(design)
@@ -87,11 +92,12 @@ def kind(design: str) -> str:
     return "queue" if design == "queue" else "shared"
 
 
-def summarise(walls: list[float], compression: float, design: str = "shared") -> dict:
+def summarise(walls: list[float], compression: float, design: str = "shared", quota_waits: int | None = None) -> dict:
     """The floor at ``compression``: wall-second percentiles, p95 in scenario seconds, and the tolerable
-    wait a verdict needs to exceed (``established_above_s``, scenario seconds)."""
+    wait a verdict needs to exceed (``established_above_s``, scenario seconds); through Kueue, how many of
+    its jobs waited for quota (:func:`measure`)."""
     p95 = percentile(walls, 95) or 0.0
-    return {
+    return {**({} if quota_waits is None else {"quota_waits": quota_waits}),
         "samples": len(walls), "measure": "one job at a time on idle devices, created -> Running"
                                           + (" (Jobs through Kueue)" if design == "queue" else ""),
         "wall_s": {"p50": round(percentile(walls, 50) or 0.0, 3), "p95": round(p95, 3), "max": round(max(walls, default=0.0), 3)},
