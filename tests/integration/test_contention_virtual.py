@@ -174,6 +174,8 @@ def test_negative_control_a_bound_counting_devices_the_cluster_lacks_is_caught_a
     phantom = Topology(None, sc, uuid.uuid4().hex[:12])  # type: ignore[arg-type]  # devices no cluster has
     result = run(cluster, half, ["shared"], tmp_path, room=lambda topo, design: Room.of(phantom, design))["shared"]
     assert result["virtual"]["ahead_broken"] > 0, result["virtual"]
+    # Each broken bound says where its pod stood: turned away for the devices the phantom half lacks.
+    assert all("unschedulable" in seen for seen in result["virtual"]["ahead_broken_seen"].values()), result["virtual"]
     assert result["jobs_lost"] == 0, result
 
 

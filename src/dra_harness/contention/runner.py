@@ -307,6 +307,7 @@ def _run_virtual(kube: Kube, topo: Topology, design: str, out_dir: Path, k8s_ver
                          or (_quietly(lambda: queue.uninstall(kube, topo, ns)) if queued else None))
     extra = {"clock": "virtual", "floor": None, "phases_wall_s": {"setup_s": setup}, "virtual": run.clock.summary() | {
         "late_starts": run.late, "sent_ahead": len(run.early) + len(run.broken), "ahead_broken": len(run.broken),
+        "ahead_broken_seen": dict(sorted(run.broken.items())),
         "not_sent_ahead": dict(run.refused)}}
     return _finish(topo, design, jobs, run.records(), run.holds(), (0.0, run.end()), 1.0, out_dir, k8s_version, probe,
                    time.monotonic() - started, extra, {"steps": [run.clock.walls, run.clock.times], "samples": rec.samples},

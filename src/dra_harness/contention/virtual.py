@@ -142,7 +142,7 @@ class VirtualRun:
         self.ahead: dict[str, tuple[float, int]] = {}  # job sent ahead, not yet seen Running -> (arrival, its end's seq)
         self.early: dict[str, float] = {}    # job sent ahead and seen Running -> its arrival, where its run starts
         self.early_pods: dict[str, float] = {}  # the same by its pod's name
-        self.broken: list[str] = []          # jobs sent ahead that a settled step found not Running
+        self.broken: dict[str, str] = {}     # job sent ahead that a settled step found not Running -> its pod then
         self.cancelled: set[int] = set()     # seqs of ends pushed for those: their real start pushes another
         self.refused: Counter[str] = Counter()  # why steps with arrivals were not sent ahead
 
@@ -343,9 +343,19 @@ class VirtualRun:
         self.clock.settle_wall_s.append(round(time.monotonic() - began, 4))
         self._observe(t)
         for job, (_, seq) in list(self.ahead.items()):  # the bound was wrong: its wait is what the watches see
-            self.broken.append(job)
+            self.broken[job] = self._state(job)
             self.cancelled.add(seq)
             del self.ahead[job]
+
+    def _state(self, job: str) -> str:
+        """Where ``job``'s pods stand, as the watches last saw them: why a bound broke (the scheduler's view
+        behind ours, a pod not yet seen...)."""
+        with self.rec.lock:
+            pods = [p for p in self.rec.pod_state if self.rec.pod_job.get(p, p) == job]
+            said = [f"{p}: {phase}, node {node or '-'}" + (", unschedulable" if unschedulable else "")
+                    + (", being deleted" if deleting else "") for p in pods
+                    for phase, node, unschedulable, deleting in [self.rec.pod_state[p]]]
+        return "; ".join(said) or "no pod seen"
 
     def _late_start(self, within_s: float) -> bool:
         """No event is left but jobs are unfinished: wait ``within_s`` for a pod the last step's reaction still
