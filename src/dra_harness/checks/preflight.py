@@ -38,6 +38,10 @@ SCHEMA = 1
 FILE = "preflight.json"
 #: How long the image probe may take on each node: a pull still going then is "unknown", never "not pullable".
 IMAGE_PROBE_S = 20.0
+#: How old the probe namespace is, at least, when its quotas are read on a cluster the run did not create: a policy
+#: engine furnishes a namespace moments after it exists, and with no node to probe the read came first (a twin's run
+#: under load then judged against a quota it never saw).
+POLICY_GRACE_S = 3.0
 #: Rights the suites use: name -> (verb, group, resource, subresource, where: "cluster" | "driver" | "lease").
 RIGHTS: dict[str, tuple[str, str, str, str, str]] = {
     "list-resource-slices": ("list", "resource.k8s.io", "resourceslices", "", "cluster"),
@@ -268,6 +272,7 @@ def _images(handle: ClusterHandle, facts: Facts) -> None:
     namespace = f"drh-pre-{uuid.uuid4().hex[:8]}"
     kube = handle.kube
     handle.create_namespace(namespace, {RUN_LABEL: handle.run_id})
+    created = time.monotonic()
     try:
         watch_until(kube, rest.SERVICE_ACCOUNTS, lambda items: bool(items), 15, f"default ServiceAccount in {namespace}",
                     namespace=namespace, field_selector="metadata.name=default")
@@ -300,6 +305,12 @@ def _images(handle: ClusterHandle, facts: Facts) -> None:
                 n.image, n.image_evidence = "unknown", f"no answer within {IMAGE_PROBE_S:.0f}s (a slow pull?)"
     finally:
         if facts.admission.get("allowed") is not None:  # read last: a policy engine furnishes a namespace after it exists
+            if handle.provider.outlives_run and (grace := created + POLICY_GRACE_S - time.monotonic()) > 0:
+                try:  # a quota ends the grace at once; none in it is the answer
+                    watch_until(kube, rest.RESOURCE_QUOTAS, lambda quotas: bool(quotas), grace,
+                                f"a ResourceQuota in {namespace}", namespace=namespace)
+                except WaitError:
+                    pass
             facts.admission.update(_namespace_policy(kube, namespace))
         handle.delete_namespace(namespace)
 
