@@ -97,13 +97,16 @@ def summarise(walls: list[float], compression: float, design: str = "shared", qu
     wait a verdict needs to exceed (``established_above_s``, scenario seconds); through Kueue, how many of
     its jobs waited for quota (:func:`measure`)."""
     p95 = percentile(walls, 95) or 0.0
-    return {**({} if quota_waits is None else {"quota_waits": quota_waits}),
+    out = {
         "samples": len(walls), "measure": "one job at a time on idle devices, created -> Running"
                                           + (" (Jobs through Kueue)" if design == "queue" else ""),
         "wall_s": {"p50": round(percentile(walls, 50) or 0.0, 3), "p95": round(p95, 3), "max": round(max(walls, default=0.0), 3)},
         "p95_s": round(p95 * compression, 1), "time_compression": compression, "factor": FACTOR,
         "established_above_s": round(p95 * compression * FACTOR, 1),
     }
+    if quota_waits is not None:
+        out["quota_waits"] = quota_waits
+    return out
 
 
 def compression(walls: list[float], sc: Scenario, most: float) -> float:

@@ -348,13 +348,13 @@ class VirtualRun:
             del self.ahead[job]
 
     def _state(self, job: str) -> str:
-        """Where ``job``'s pods stand, as the watches last saw them: why a bound broke (the scheduler's view
-        behind ours, a pod not yet seen...)."""
+        """Where ``job``'s pods stand, as the watches last saw them: what a broken bound's record says."""
+        said = []
         with self.rec.lock:
-            pods = [p for p in self.rec.pod_state if self.rec.pod_job.get(p, p) == job]
-            said = [f"{p}: {phase}, node {node or '-'}" + (", unschedulable" if unschedulable else "")
-                    + (", being deleted" if deleting else "") for p in pods
-                    for phase, node, unschedulable, deleting in [self.rec.pod_state[p]]]
+            for pod, (phase, node, unschedulable, deleting) in self.rec.pod_state.items():
+                if self.rec.pod_job.get(pod, pod) == job:
+                    said.append(f"{pod}: {phase}, node {node or '-'}" + (", unschedulable" if unschedulable else "")
+                                + (", being deleted" if deleting else ""))
         return "; ".join(said) or "no pod seen"
 
     def _late_start(self, within_s: float) -> bool:
