@@ -84,11 +84,12 @@ def test_bench_floor_stamps_every_hop_of_each_pod_in_both_modes_and_leaves_no_no
         # Every pod reached Running, and every hop of it was seen by the watches.
         assert [len(result["hops"][mode][label]) for label, _, _ in HOPS] == [3] * len(HOPS), result["hops"][mode]
         for stamps in result["stamps"][mode]:
-            # Each hop is when its own watch saw it: two watches may deliver events of one instant in either
-            # order, by a few milliseconds on a loaded machine (allocated 0.8 ms after scheduled, seen once).
-            skew = 0.05
-            assert stamps["sent"] < stamps["allocated"] <= stamps["scheduled"] + skew, stamps
-            assert stamps["scheduled"] <= stamps["running"] + skew, stamps
+            # Each hop is when its own watch saw it. One watch's stamps keep its order; the claim watch's and the pod
+            # watch's threads may stamp the events of one instant in either order, by as much as a thread waits for
+            # a core (57 ms seen under CI's three workers): within 0.5 s is the same instant.
+            assert stamps["sent"] < stamps["claim_created"] <= stamps["allocated"], stamps
+            assert stamps["scheduled"] <= stamps["running"], stamps
+            assert stamps["allocated"] <= stamps["scheduled"] + 0.5, stamps
     assert "created -> Running" in out.stdout and "API server /version" in out.stdout
     assert sorted(n["metadata"]["name"] for n in kube.list(rest.NODES)) == nodes_before
 
