@@ -27,7 +27,7 @@ from kubernetes.utils import parse_quantity
 from dra_harness.checks import cel
 from dra_harness.errors import HarnessError
 from dra_harness.kube import builders, podstates, rest
-from dra_harness.kube.pods import allocated_devices
+from dra_harness.kube.pods import allocated_devices, only_conditions_block, wait_nodes_ready
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION, RUN_LABEL
@@ -42,6 +42,10 @@ IMAGE_PROBE_S = 20.0
 #: engine furnishes a namespace moments after it exists, and with no node to probe the read came first (a twin's run
 #: under load then judged against a quota it never saw).
 POLICY_GRACE_S = 3.0
+#: How long a node with devices that is not Ready, for no cordon or owner's taint, may take to come back before the
+#: facts are taken: a kubelet reports NotReady when its runtime did not answer for 30 s, which load alone can cause
+#: (a CI run's real node was passed over all run long for one such moment at its preflight).
+NOT_READY_GRACE_S = 30.0
 #: Rights the suites use: name -> (verb, group, resource, subresource, where: "cluster" | "driver" | "lease").
 RIGHTS: dict[str, tuple[str, str, str, str, str]] = {
     "list-resource-slices": ("list", "resource.k8s.io", "resourceslices", "", "cluster"),
@@ -99,6 +103,7 @@ class Facts:
     admission: dict[str, Any] = field(default_factory=dict)
     device_classes: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    nodes_settling: dict[str, str] = field(default_factory=dict)  # node -> how long it was not Ready here, and how it ended
     errors: list[str] = field(default_factory=list)  # a fact that could not be gathered, and why
 
     def to_json(self) -> Obj:
@@ -146,7 +151,7 @@ def _nodes(handle: ClusterHandle, facts: Facts) -> None:
         for dev in allocated_devices(claim):
             if dev.key in by_device:
                 held.setdefault(by_device[dev.key], []).append(dev.device)
-    for node in handle.kube.list(rest.NODES):
+    for node in _settled_nodes(handle, facts, set(published)):
         name = node["metadata"]["name"]
         taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in node["spec"].get("taints") or []]
         blocking = [t for t in node["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
@@ -156,6 +161,25 @@ def _nodes(handle: ClusterHandle, facts: Facts) -> None:
             name, simulated=KWOK_ANNOTATION in (node["metadata"].get("annotations") or {}), schedulable=schedulable,
             disruptable=labels.get(DISRUPTABLE_LABEL) == "true" and schedulable, taints=taints,
             published=len(published.get(name, [])), held_by_others=sorted(held.get(name, [])))
+
+
+def _settled_nodes(handle: ClusterHandle, facts: Facts, publishing: set[str]) -> list[Obj]:
+    """The nodes, after those with devices that are not Ready only for a moment had ``NOT_READY_GRACE_S`` to
+    come back. The facts hold for the whole run: a node that missed one status report (a kubelet under
+    load) would otherwise be passed over by every check that needs it, all run long."""
+    nodes = handle.kube.list(rest.NODES)
+    settling = {n["metadata"]["name"] for n in nodes if n["metadata"]["name"] in publishing and only_conditions_block(n)}
+    if not settling:
+        return nodes
+    started = time.monotonic()
+    try:
+        wait_nodes_ready(handle.kube, settling, None, NOT_READY_GRACE_S, "node(s) with devices the preflight found not Ready to be")
+        ended = "Ready"
+    except WaitError as e:
+        ended = f"still not: {e}"
+    took = time.monotonic() - started
+    facts.nodes_settling = {name: f"{took:.1f} s, {ended}" for name in sorted(settling)}
+    return handle.kube.list(rest.NODES)
 
 
 def run_namespaces(handle: ClusterHandle) -> set[str]:
@@ -407,6 +431,7 @@ def describe(facts: Facts) -> list[dict[str, str]]:
                      "evidence": "; ".join(filter(None, [
                          f"held by others: {', '.join(n.held_by_others)}" if n.held_by_others else "",
                          f"taints: {', '.join(n.taints)}" if n.taints else "",
+                         f"not Ready at first, waited {facts.nodes_settling[n.name]}" if n.name in facts.nodes_settling else "",
                          f"plugin pods: {', '.join(n.driver_pods)}" if n.driver_pods else "",
                          n.image_evidence]))})
     for name, c in sorted(facts.device_classes.items()):

@@ -101,12 +101,14 @@ def pod(
     priority_class: str | None = None,
     node_name: str | None = None,
     image: str = PAUSE_IMAGE,
+    nodes: list[str] | None = None,
 ) -> Obj:
     """A pod whose containers all use every claim in ``claims``.
 
     ``claims`` maps the pod-level claim name to ``{"template": name}`` or
     ``{"claim": name}``. ``run_duration`` (e.g. ``"30s"``) makes a simulated pod
-    complete after that time.
+    complete after that time. ``nodes`` admits only those nodes, by name (a node's hostname label
+    need not be its name).
     """
     pod_claims = []
     for claim_name, ref in (claims or {}).items():
@@ -137,6 +139,9 @@ def pod(
         spec["priorityClassName"] = priority_class
     if node_name:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node_name}
+    if nodes:  # a node field selector takes one value: one term per node (terms are ORed)
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]}}}
     annotations = {RUN_DURATION_ANNOTATION: run_duration} if run_duration else {}
     return {"metadata": meta(name, run_id, labels, annotations=annotations), "spec": spec}
 

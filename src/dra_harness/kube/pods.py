@@ -40,7 +40,18 @@ def node_schedulable(node: Obj) -> bool:
                                         for t in node.get("spec", {}).get("taints") or [])
 
 
-def wait_nodes_ready(kube: Kube, names: set[str], label_selector: str, timeout: float, what: str) -> None:
+def only_conditions_block(node: Obj) -> bool:
+    """Not Ready, or refused only for the node controller's condition taints (``node.kubernetes.io/*``),
+    and not cordoned: a state the node leaves by itself (a kubelet that missed a status report under
+    load), unlike a cordon or an owner's taint, which stay until someone lifts them."""
+    if node.get("spec", {}).get("unschedulable"):
+        return False
+    blocking = [t.get("key", "") for t in node.get("spec", {}).get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return bool(blocking or not node_ready(node)) and all(k.startswith("node.kubernetes.io/") for k in blocking)
+
+
+def wait_nodes_ready(kube: Kube, names: set[str], label_selector: str | None, timeout: float, what: str) -> None:
     """Until every node of ``names`` (among those ``label_selector`` selects) is Ready and schedulable."""
     watch_until(kube, rest.NODES, lambda items: names <= {n["metadata"]["name"] for n in items if node_schedulable(n)},
                 timeout, f"{len(names)} {what} Ready", label_selector=label_selector,

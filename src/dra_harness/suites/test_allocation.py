@@ -97,31 +97,44 @@ def test_first_available_prefers_the_first_alternative_and_falls_back_when_it_is
     profile = cluster.profile
     # One device per node carries the highest index: the preferred alternative runs out after one pod per
     # node that can take it (schedulable, that device free: on a shared cluster others hold devices too).
+    # The pods may use only those nodes: a node that turns schedulable, or a device another test frees,
+    # while the pods arrive would add a preferred device the count below did not see.
     top_index = min(cluster.expected.nodes.values()) - 1
     schedulable = set(cluster.schedulable_nodes())
     held = cluster.allocations()
-    free_top = sorted(v["node"] for k, v in cluster.published().items() if v["node"] in schedulable and k not in held
-                      and profile.device_attribute(v["device"], "index") == top_index)
-    if not free_top:
+    published = cluster.published()
+    nodes = sorted(v["node"] for k, v in published.items() if v["node"] in schedulable and k not in held
+                   and profile.device_attribute(v["device"], "index") == top_index)
+    if not nodes:
         pytest.skip(f"no schedulable node has its device of index {top_index} free")
-    free = sum(1 for k, v in cluster.published().items() if v["node"] in schedulable and k not in held)
-    if free < len(free_top) + 2:  # two pods beyond the preferred devices must find a fallback device
-        pytest.skip(f"{free} free devices: the fallback needs {len(free_top) + 2} (one pod per preferred device, two more)")
+    top = {k for k, v in published.items() if v["node"] in nodes and profile.device_attribute(v["device"], "index") == top_index}
+    free = sum(1 for k, v in published.items() if v["node"] in nodes and k not in held)
+    if free < len(nodes) + 2:  # two pods beyond the preferred devices must find a fallback device
+        pytest.skip(f"{free} free devices on {nodes}: the fallback needs {len(nodes) + 2} "
+                    "(one pod per preferred device, two more)")
     preferred = cluster.request("preferred", selectors=[f"{profile.cel_attribute('index')} == {top_index}"])
     fallback = cluster.request("fallback")
     from dra_harness.kube.builders import first_available
 
     cluster.template(namespace, "choice", first_available("gpu", [preferred, fallback]))
-    pods = [f"p{i}" for i in range(len(free_top) + 2)]
-    chosen = {}
+    pods = [f"p{i}" for i in range(len(nodes) + 2)]
+    chosen: dict[str, str] = {}
+    taken_by_others: set = set()
     for name in pods:
-        cluster.pod(namespace, name, template="choice")
+        cluster.pod(namespace, name, template="choice", nodes=nodes)
         _, claim = _allocated_claim(cluster, namespace, name)  # one at a time: arrival order is the preference order
         chosen[name] = allocated_devices(claim)[0].request
+        if chosen[name] == "gpu/fallback" and list(chosen.values()).count("gpu/fallback") == 1:
+            # The first fallback: every preferred device on these nodes must be held by now (another
+            # test may have taken one since the count above; then this run prefers one fewer).
+            now = cluster.allocations()
+            assert top <= now.keys(), f"{name} fell back while {sorted(top - now.keys())} were free; chosen: {chosen}"
+            taken_by_others = {k for k in top if not any(c.startswith(f"{namespace}/") for c in now[k])}
     preferred_pods = [p for p, r in chosen.items() if r == "gpu/preferred"]
-    assert preferred_pods == pods[: len(free_top)], f"subrequests chosen: {chosen}"
-    assert all(chosen[p] == "gpu/fallback" for p in pods[len(free_top):]), f"subrequests chosen: {chosen}"
-    evidence.record(chosen=chosen, nodes_with_the_preferred_device_free=free_top)
+    assert preferred_pods == pods[: len(nodes) - len(taken_by_others)], f"subrequests chosen: {chosen}"
+    assert all(chosen[p] == "gpu/fallback" for p in pods[len(preferred_pods):]), f"subrequests chosen: {chosen}"
+    evidence.record(chosen=chosen, nodes_with_the_preferred_device_free=nodes,
+                    preferred_devices_taken_by_others=sorted("/".join(k) for k in taken_by_others))
 
 
 def test_a_capacity_selector_is_honoured(cluster, namespace, evidence):
