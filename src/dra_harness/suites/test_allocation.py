@@ -119,7 +119,7 @@ def test_first_available_prefers_the_first_alternative_and_falls_back_when_it_is
     cluster.template(namespace, "choice", first_available("gpu", [preferred, fallback]))
     pods = [f"p{i}" for i in range(len(nodes) + 2)]
     chosen: dict[str, str] = {}
-    taken_by_others: set = set()
+    taken_by_others: set[tuple[str, str, str]] = set()
     for name in pods:
         cluster.pod(namespace, name, template="choice", nodes=nodes)
         _, claim = _allocated_claim(cluster, namespace, name)  # one at a time: arrival order is the preference order
