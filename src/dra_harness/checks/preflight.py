@@ -27,7 +27,7 @@ from kubernetes.utils import parse_quantity
 from dra_harness.checks import cel
 from dra_harness.errors import HarnessError
 from dra_harness.kube import builders, podstates, rest
-from dra_harness.kube.pods import allocated_devices, only_conditions_block, wait_nodes_ready
+from dra_harness.kube.pods import allocated_devices, blocking_taints, only_conditions_block, wait_nodes_ready
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION, RUN_LABEL
@@ -154,8 +154,7 @@ def _nodes(handle: ClusterHandle, facts: Facts) -> None:
     for node in _settled_nodes(handle, facts, set(published)):
         name = node["metadata"]["name"]
         taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in node["spec"].get("taints") or []]
-        blocking = [t for t in node["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
-        schedulable = not node["spec"].get("unschedulable") and not blocking
+        schedulable = not node["spec"].get("unschedulable") and not blocking_taints(node)
         labels = node["metadata"].get("labels") or {}
         facts.nodes[name] = NodeFacts(
             name, simulated=KWOK_ANNOTATION in (node["metadata"].get("annotations") or {}), schedulable=schedulable,

@@ -40,14 +40,18 @@ def node_schedulable(node: Obj) -> bool:
                                         for t in node.get("spec", {}).get("taints") or [])
 
 
+def blocking_taints(node: Obj) -> list[Obj]:
+    """The node's taints that keep a pod without a toleration off it (PreferNoSchedule only steers)."""
+    return [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+
+
 def only_conditions_block(node: Obj) -> bool:
     """Not Ready, or refused only for the node controller's condition taints (``node.kubernetes.io/*``),
     and not cordoned: a state the node leaves by itself (a kubelet that missed a status report under
     load), unlike a cordon or an owner's taint, which stay until someone lifts them."""
     if node.get("spec", {}).get("unschedulable"):
         return False
-    blocking = [t.get("key", "") for t in node.get("spec", {}).get("taints") or []
-                if t.get("effect") in ("NoSchedule", "NoExecute")]
+    blocking = [t.get("key", "") for t in blocking_taints(node)]
     return bool(blocking or not node_ready(node)) and all(k.startswith("node.kubernetes.io/") for k in blocking)
 
 

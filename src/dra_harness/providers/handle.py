@@ -18,7 +18,7 @@ from typing import Literal, TypeVar
 from kubernetes import client
 
 from dra_harness.kube import builders, kueue_api, rest
-from dra_harness.kube.pods import allocated_devices, pod_ready
+from dra_harness.kube.pods import allocated_devices, blocking_taints, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
@@ -209,7 +209,7 @@ class ClusterHandle:
         """Nodes the scheduler may place the harness's pods on, sorted: not cordoned, and no NoSchedule or
         NoExecute taint (its pods tolerate none; a staging node tainted for maintenance takes none of them)."""
         return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable")
-                      and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in n["spec"].get("taints") or []))
+                      and not blocking_taints(n))
 
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""

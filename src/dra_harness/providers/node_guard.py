@@ -30,6 +30,7 @@ from collections.abc import Iterable
 
 from dra_harness.errors import Refused
 from dra_harness.kube import rest
+from dra_harness.kube.pods import blocking_taints
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
@@ -91,14 +92,10 @@ def selects(pod_spec: Obj, node: Obj) -> bool:
                for term in terms)
 
 
-def _taints(node: Obj) -> list[Obj]:
-    return [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-
-
 def lands(pod_spec: Obj, node: Obj) -> bool:
     """Whether a pod of ``pod_spec`` may be placed on ``node``: selected, and every taint tolerated."""
     tolerations = pod_spec.get("tolerations") or []
-    return selects(pod_spec, node) and all(tolerates(tolerations, t) for t in _taints(node))
+    return selects(pod_spec, node) and all(tolerates(tolerations, t) for t in blocking_taints(node))
 
 
 def counts_as_domain(pod_spec: Obj, node: Obj) -> list[str]:
@@ -113,7 +110,7 @@ def counts_as_domain(pod_spec: Obj, node: Obj) -> list[str]:
         if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not selects(pod_spec, node):
             continue
         if c.get("nodeTaintsPolicy", "Ignore") == "Honor" and not all(
-                tolerates(pod_spec.get("tolerations") or [], t) for t in _taints(node)):
+                tolerates(pod_spec.get("tolerations") or [], t) for t in blocking_taints(node)):
             continue
         out.append(c["topologyKey"])
     return out
