@@ -19,6 +19,12 @@ in the cluster, and names one cause per pod:
 - ``capacity-exhausted``    matching devices exist and are all allocated (holders listed)
 - ``no-node-has-enough``    enough free matching devices, but not on one node
 - ``node-constraints``      free devices exist only on nodes the pod may not use
+- ``untolerated-taint``     every node with devices carries a taint the pod does not tolerate (a managed GPU
+                            pool's ``nvidia.com/gpu``): the option that lets the harness's pods through is named
+- ``node-selector-mismatch``  the pod's node selector or affinity admits no node with devices
+- ``cordoned``              every node with devices is cordoned
+- ``environment``           the scheduler refused every node that could take the pod for cpu, memory, pods,
+                            volumes or ports (:mod:`dra_harness.kube.refusals`)
 - ``unknown``               none of the above; the scheduler's message is quoted
 
 Causes are only said when the data shows them; anything else is ``unknown``.
@@ -34,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dra_harness.checks import cel, device_taints
-from dra_harness.kube import rest
+from dra_harness.kube import refusals, rest
 from dra_harness.kube.events import events_for
 from dra_harness.kube.pods import allocated_devices, claim_names, scheduling_message
 from dra_harness.kube.rest import Kube
@@ -245,6 +251,10 @@ def diagnose_pod(kube: Kube, pod: Obj, cluster: ClusterView, held: dict) -> Diag
     def said(cause: str, message: str, details: dict | None = None) -> Diagnosis:
         return Diagnosis(ns, name, cause, message, sched, details or {})
 
+    # The scheduler's node filters run before DRA's: a pod the cluster's rules keep off every device node never
+    # reached the allocator, whatever its claims say.
+    if refused := refusals.environment_refusal(pod, list(cluster.nodes.values()), cluster.slices):
+        return said(refused.cause, refused.reason, {"option": refused.option} if refused.option else None)
     wanted = extended_requests(pod, cluster.nodes)
     if wanted and (found := diagnose_extended(pod, wanted, cluster, held)):
         return said(*found)

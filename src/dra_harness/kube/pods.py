@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dra_harness.kube import podstates, rest
+from dra_harness.kube.placement import blocking_taints
 from dra_harness.kube.events import warnings
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
@@ -38,11 +39,6 @@ def node_schedulable(node: Obj) -> bool:
     (not-ready and the like): until then the scheduler refuses the node for that taint, whatever else."""
     return node_ready(node) and not any(t.get("key", "").startswith("node.kubernetes.io/")
                                         for t in node.get("spec", {}).get("taints") or [])
-
-
-def blocking_taints(node: Obj) -> list[Obj]:
-    """The node's taints that keep a pod without a toleration off it (PreferNoSchedule only steers)."""
-    return [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
 
 
 def only_conditions_block(node: Obj) -> bool:

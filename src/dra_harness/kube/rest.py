@@ -169,6 +169,9 @@ class Kube:
             ctx.load_cert_chain(configuration.cert_file, configuration.key_file)
         self._pool = urllib3.PoolManager(maxsize=32, ssl_context=ctx)
         self._impersonate: dict[str, str] = {}
+        #: The drivers whose devices the run tests (the profile's): a pod wait judges a scheduling refusal against the
+        #: nodes that publish them (:mod:`.refusals`); empty: any driver's.
+        self.device_drivers: frozenset[str] = frozenset()
 
     def impersonating(self, user: str, extra: dict[str, str] | None = None) -> Kube:
         """This client acting as ``user`` (the identity needs the ``impersonate`` verb), to try what another

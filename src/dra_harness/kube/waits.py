@@ -7,7 +7,10 @@ and, when the caller can tell, *why* the object is still not there (for a pod: t
 scheduler's message). A ``fail`` callback stops the wait early when a state can no
 longer turn good, like lightkube's ``raise_for_conditions``. A wait on pods also stops at
 once, with :class:`WaitBlocked` ("not established"), when a pod cannot run for a reason of
-the environment (:mod:`dra_harness.kube.podstates`: an image it cannot pull).
+the environment (:mod:`dra_harness.kube.podstates`: an image it cannot pull; :mod:`dra_harness.kube.refusals`:
+a taint, node selector, cpu or memory that keeps it off every node that could take it), and a
+timeout is judged by the cause the cluster states: one that is the environment's (a cordon that
+did not lift) is not established either.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from dataclasses import dataclass, field
 import urllib3
 
 from dra_harness import lifetime
-from dra_harness.kube import events, podstates
+from dra_harness.kube import events, podstates, refusals
+from dra_harness.kube import rest
 from dra_harness.kube.rest import ApiError, Gone, Kube, Resource, Unreachable
 from dra_harness.kube.types import Obj
 from dra_harness.errors import CheckError, NotEstablished
@@ -166,6 +170,7 @@ def watch_until(
     deadline = time.monotonic() + timeout
     snap = Snapshot()
     outage = Outage()
+    placement = _Placement(kube)
 
     def relist() -> str:
         items, version = kube.list_with_version(res, namespace, label_selector, field_selector)
@@ -183,13 +188,16 @@ def watch_until(
             if reason:
                 raise WaitFailed(what, reason, current)
         if environment and res.kind == "Pod":
-            blocker = podstates.environment_blocker(current)
+            blocker = podstates.environment_blocker(current) or placement.refusal(current)
             if blocker:
                 raise WaitBlocked(what, blocker, current)
         return False
 
     def timed_out() -> WaitTimeout:
         current = snap.values()
+        if environment and res.kind == "Pod" and (refused := placement.refusal(current, final=True)):
+            # judged by the cause the cluster states: a taint or cordon that did not lift is no fault of DRA's
+            raise WaitBlocked(what, f"still after {timeout:.0f}s: {refused}", current)
         if why:
             detail = why(current)
         elif res.kind == "Pod":
@@ -250,6 +258,46 @@ def watch_until(
                 raise
             must_relist = True
             time.sleep(max(0.0, min(outage.down(e), deadline - time.monotonic())))
+
+
+class _Placement:
+    """A wait's judge of scheduling refusals (:mod:`.refusals`): reads the nodes and slices when an unschedulable
+    pod says something new (at most every few seconds), and remembers each (pod, message) it judged."""
+
+    #: How long one read of the nodes and slices serves the judgements of one wait.
+    FRESH_S = 5.0
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.read_at = -self.FRESH_S
+        self.nodes: list[Obj] = []
+        self.slices: list[Obj] = []
+        self.judged: dict[tuple[str, str], refusals.Refusal | None] = {}
+
+    def refusal(self, pods: list[Obj], final: bool = False) -> str | None:
+        """Why the environment keeps a pod off every node that could take it; passing causes (a cordon, the node
+        controller's taints) only when ``final``. The pod named, in one line."""
+        if final:
+            self.judged.clear()
+            self.read_at = -self.FRESH_S
+        for pod in pods:
+            message = refusals.unschedulable_message(pod)
+            if message is None:
+                continue
+            key = (pod["metadata"].get("uid", pod["metadata"].get("name", "")), message)
+            if key not in self.judged:
+                if time.monotonic() - self.read_at >= self.FRESH_S:
+                    try:
+                        self.nodes, self.slices = self.kube.list(rest.NODES), self.kube.list(rest.RESOURCE_SLICES)
+                    except (ApiError, Unreachable):
+                        return None  # judged at the next change; the wait goes on meanwhile
+                    self.read_at = time.monotonic()
+                self.judged[key] = refusals.environment_refusal(pod, self.nodes, self.slices, self.kube.device_drivers)
+            refused = self.judged[key]
+            if refused and (final or not refused.passing):
+                name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}"
+                return f"the cluster keeps pod {name} off every node that could take it: {refused.reason}"
+        return None
 
 
 def wait_for_object(

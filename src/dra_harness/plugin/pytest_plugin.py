@@ -217,6 +217,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
     with _locked(run_id, "cluster", fcntl.LOCK_EX):
         handle = request.config.stash[PROVIDER].open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
     handle.shell_image = opt.shell_image
+    handle.kube.device_drivers = frozenset({handle.driver})  # a pod wait judges refusals on its nodes
     if opt.driver_daemonset:
         namespace, _, name = opt.driver_daemonset.partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))

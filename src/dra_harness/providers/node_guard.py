@@ -26,76 +26,15 @@ created after the check is not seen by it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from dra_harness.errors import Refused
 from dra_harness.kube import rest
-from dra_harness.kube.pods import blocking_taints
+from dra_harness.kube.placement import blocking_taints, lands, selects, tolerates
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 
 #: Shown at most; the rest is counted.
 MAX_LISTED = 10
-
-
-def tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
-    """Whether one of ``tolerations`` tolerates ``taint``, as the scheduler and the DaemonSet controller judge it."""
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        if not t.get("key"):
-            if t.get("operator") == "Exists":  # no key, Exists: every taint
-                return True
-            continue
-        if t["key"] != taint.get("key"):
-            continue
-        if t.get("operator") == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def _expression(e: Obj, values: dict[str, str]) -> bool:
-    key, op, wanted = e.get("key"), e.get("operator"), e.get("values") or []
-    if op == "In":
-        return key in values and values[key] in wanted
-    if op == "NotIn":
-        return key not in values or values[key] not in wanted
-    if op == "Exists":
-        return key in values
-    if op == "DoesNotExist":
-        return key not in values
-    if op in ("Gt", "Lt") and key in values and wanted:
-        try:
-            have, limit = int(values[key]), int(wanted[0])
-        except ValueError:
-            return False
-        return have > limit if op == "Gt" else have < limit
-    return False
-
-
-def selects(pod_spec: Obj, node: Obj) -> bool:
-    """Whether ``pod_spec``'s nodeSelector and required node affinity admit ``node``."""
-    labels = node["metadata"].get("labels") or {}
-    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms")
-    if not terms:
-        return True
-    fields = {"metadata.name": node["metadata"]["name"]}
-    # Terms are ORed; within a term every expression must hold; a term with none selects nothing.
-    return any((term.get("matchExpressions") or term.get("matchFields"))
-               and all(_expression(e, labels) for e in term.get("matchExpressions") or [])
-               and all(_expression(e, fields) for e in term.get("matchFields") or [])
-               for term in terms)
-
-
-def lands(pod_spec: Obj, node: Obj) -> bool:
-    """Whether a pod of ``pod_spec`` may be placed on ``node``: selected, and every taint tolerated."""
-    tolerations = pod_spec.get("tolerations") or []
-    return selects(pod_spec, node) and all(tolerates(tolerations, t) for t in blocking_taints(node))
 
 
 def counts_as_domain(pod_spec: Obj, node: Obj) -> list[str]:
