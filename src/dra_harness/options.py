@@ -13,10 +13,13 @@ name is a type error, not a silent ``None`` (a unit test keeps the class and the
 from __future__ import annotations
 
 from collections.abc import Mapping
+import functools
 from dataclasses import dataclass, fields
 from typing import Any
 
 from dra_harness.components.catalog import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from dra_harness.kube import rules
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.labels import DISRUPTABLE_LABEL
 
 #: The kinds of cluster a run can target (the provider registry holds one provider per name).
@@ -43,6 +46,8 @@ class Option:
     path: str | None = None
     #: Also offered by ``dra-harness run`` (the rest are pytest-only, passed after the options).
     on_run: bool = True
+    #: Repeatable (``--toleration A --toleration B``): a tuple of strings in :class:`RunConfig`.
+    multiple: bool = False
 
     @property
     def dest(self) -> str:
@@ -99,6 +104,26 @@ OPTIONS: tuple[Option, ...] = (
     Option("--shell-image", "image with a POSIX shell for the container-level checks (default docker.io/library/busybox:1.36; "
            "on an air-gapped cluster, your mirror of it)"),
     Option("--probe-image", "image with Python and nvidia-ml-py for the NVML probe pod (real GPUs, nvidia profile)"),
+    Option("--pause-image", f"the image of pods that only hold devices (default {PAUSE_IMAGE}; an air-gapped cluster's "
+           "mirror of it)"),
+    # The cluster's rules (dra_harness.kube.rules): applied to everything the run creates.
+    Option("--cluster-profile", "YAML file of the cluster's rules, with the keys of the options below (toleration, "
+           "node-selector, ...), so a team writes them once; options given too add to it", metavar="FILE"),
+    Option("--toleration", "a toleration for every pod the run creates, kubectl's KEY[=VALUE][:EFFECT] (a managed GPU "
+           "pool's taint: nvidia.com/gpu:NoSchedule); repeatable", multiple=True),
+    Option("--node-selector", "KEY=VALUE: the label of the GPU pool, for every pod that asks for devices; repeatable",
+           multiple=True),
+    Option("--namespace-label", "KEY=VALUE on every namespace the run creates (a policy's team label); repeatable",
+           multiple=True),
+    Option("--namespace-annotation", "KEY=VALUE on every namespace the run creates; repeatable", multiple=True),
+    Option("--pod-label", "KEY=VALUE on every pod the run creates; repeatable", multiple=True),
+    Option("--pod-annotation", "KEY=VALUE on every pod the run creates; repeatable", multiple=True),
+    Option("--runtime-class", "RuntimeClass for every pod that asks for devices (a cluster that requires one for GPUs)"),
+    Option("--image-pull-secret", "NAMESPACE/NAME of a Secret copied into each namespace the run creates (deleted with "
+           "it) and named by every pod; its data is never written anywhere; repeatable", multiple=True),
+    Option("--priority-class", "PriorityClass for the run's pods that name none (a quota that demands one)"),
+    Option("--min-established", "the share of the selected checks, in percent, that must be established for exit 0; "
+           "below it the run exits 3, saying what was missing", default=50, type=int, range=(0, 100)),
 )
 
 BY_DEST = {o.dest: o for o in OPTIONS}
@@ -109,7 +134,9 @@ def to_pytest_args(values: Mapping[str, Any]) -> list[str]:
     args = []
     for dest, value in values.items():
         option = BY_DEST[dest]
-        if option.is_flag:
+        if option.multiple:
+            args += [f"{option.flag}={v}" for v in value or ()]
+        elif option.is_flag:
             if value:
                 args.append(option.flag)
         elif value is not None and value != option.default:
@@ -149,6 +176,18 @@ class RunConfig:
     kind_install: str = "auto"
     shell_image: str | None = None
     probe_image: str | None = None
+    pause_image: str | None = None
+    cluster_profile: str | None = None
+    toleration: tuple[str, ...] = ()
+    node_selector: tuple[str, ...] = ()
+    namespace_label: tuple[str, ...] = ()
+    namespace_annotation: tuple[str, ...] = ()
+    pod_label: tuple[str, ...] = ()
+    pod_annotation: tuple[str, ...] = ()
+    runtime_class: str | None = None
+    image_pull_secret: tuple[str, ...] = ()
+    priority_class: str | None = None
+    min_established: int = 50
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> RunConfig:
@@ -157,4 +196,16 @@ class RunConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"not run options: {', '.join(unknown)}")
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        given: dict[str, Any] = {k: tuple(v) if BY_DEST[k].multiple else v for k, v in values.items() if v is not None}
+        return cls(**given)
+
+
+#: The options that are the cluster's rules (:mod:`dra_harness.kube.rules`), beside ``--cluster-profile``.
+RULE_OPTIONS = ("toleration", "node_selector", "namespace_label", "namespace_annotation", "pod_label", "pod_annotation",
+                "runtime_class", "image_pull_secret", "priority_class", "pause_image")
+
+
+@functools.cache  # a RunConfig is frozen: its profile file is read once per process
+def cluster_rules(config: RunConfig) -> rules.ClusterRules:
+    """The cluster's rules the run applies to everything it creates: the profile file's, and the options' added."""
+    return rules.build({dest: getattr(config, dest) for dest in RULE_OPTIONS}, config.cluster_profile)

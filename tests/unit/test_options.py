@@ -25,7 +25,7 @@ def test_values_that_differ_from_their_defaults_are_passed_with_their_flag():
 def test_every_value_the_cli_can_hold_reads_back_the_same_in_pytest(option, pytestconfig):
     """What `run` passes parses in the session to the value it had (pytest's own parser, our options)."""
     value = True if option.is_flag else option.choices[-1] if option.choices else (option.range or (1, 1))[1] if option.range \
-        else "x-value"
+        else ["x-value", "y=z:NoSchedule"] if option.multiple else "x-value"
     args = to_pytest_args({option.dest: value})
     parser = pytestconfig._parser  # the plugin's options are registered on this session's parser
     parsed = parser.parse_known_args(args)

@@ -13,7 +13,7 @@ def test_every_option_is_one_attribute_with_the_same_default():
     attrs = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     assert list(attrs) == [o.dest for o in OPTIONS]
     for option in OPTIONS:
-        expected = False if option.is_flag else option.default
+        expected = False if option.is_flag else () if option.multiple else option.default
         assert attrs[option.dest] == expected, option.flag
 
 

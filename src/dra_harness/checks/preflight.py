@@ -24,9 +24,10 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from dra_harness.checks import cel
+from dra_harness.checks import cel, preflight_hints
 from dra_harness.errors import HarnessError
 from dra_harness.kube import builders, podstates, rest
+from dra_harness.kube.placement import keeps_off
 from dra_harness.kube.pods import allocated_devices, blocking_taints, only_conditions_block, wait_nodes_ready
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, watch_until
@@ -104,6 +105,8 @@ class Facts:
     device_classes: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
     nodes_settling: dict[str, str] = field(default_factory=dict)  # node -> how long it was not Ready here, and how it ended
+    #: Options that would let more checks run here (``--toleration nvidia.com/gpu:NoSchedule``), each with why.
+    hints: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a fact that could not be gathered, and why
 
     def to_json(self) -> Obj:
@@ -151,10 +154,15 @@ def _nodes(handle: ClusterHandle, facts: Facts) -> None:
         for dev in allocated_devices(claim):
             if dev.key in by_device:
                 held.setdefault(by_device[dev.key], []).append(dev.device)
+    # A pod of the run that asks for devices, as the cluster's rules shape it (their tolerations, the pool's label).
+    device_pod = handle.kube.rules.shape("Pod", {"spec": {"resourceClaims": [{"name": "gpu"}]}})["spec"]
     for node in _settled_nodes(handle, facts, set(published)):
         name = node["metadata"]["name"]
         taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in node["spec"].get("taints") or []]
-        schedulable = not node["spec"].get("unschedulable") and not blocking_taints(node)
+        kept_off = keeps_off(device_pod, node)
+        schedulable = kept_off is None
+        if kept_off and kept_off != "cordoned" and not blocking_taints(node):
+            taints.append(kept_off)  # the pool's label: said where the node's taints are
         labels = node["metadata"].get("labels") or {}
         facts.nodes[name] = NodeFacts(
             name, simulated=KWOK_ANNOTATION in (node["metadata"].get("annotations") or {}), schedulable=schedulable,
@@ -397,6 +405,7 @@ def collect(handle: ClusterHandle, lease_namespace: str = "default") -> Facts:
             step(handle, facts)
         except (HarnessError, cel.SelectorError) as e:
             facts.errors.append(f"{what}: {e}")
+    facts.hints = preflight_hints.hints(facts, handle.kube.list(rest.NODES) if facts.nodes else [])
     facts.seconds = round(time.monotonic() - started, 3)
     return facts
 
@@ -437,4 +446,6 @@ def describe(facts: Facts) -> list[dict[str, str]]:
         rows.append({"fact": f"DeviceClass {name}", "value": f"{c['free']} of {c['published']} devices free",
                      "evidence": "its CEL selectors evaluated on every published device"})
     rows += [{"fact": "not gathered", "value": e.split(":", 1)[0], "evidence": e} for e in facts.errors]
+    rows += [{"fact": "an option that would help", "value": h.partition(" (")[0], "evidence": h.partition(" (")[2].rstrip(")")}
+             for h in facts.hints]
     return rows

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from dra_harness import heartbeat
-from dra_harness.kube.builders import PAUSE_IMAGE
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.upgrade import canary
 from dra_harness.upgrade.workloads import DEVICE_CLASS
 

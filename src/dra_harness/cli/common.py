@@ -31,6 +31,8 @@ def click_option(o: Option, *also: str) -> Callable[[Callable[..., Any]], Callab
         return click.option(o.flag, *also, is_flag=True, help=o.help)
     kind: Any = (click.Choice(o.choices) if o.choices else click.IntRange(*o.range) if o.range
                  else click.Path(file_okay=o.path == "file", dir_okay=o.path == "dir") if o.path else o.type)
+    if o.multiple:
+        return click.option(o.flag, *also, o.dest, type=kind, multiple=True, metavar=o.metavar, help=o.help)
     return click.option(o.flag, *also, o.dest, type=kind, default=o.default, show_default=o.default is not None,
                         metavar=o.metavar, help=o.help)
 

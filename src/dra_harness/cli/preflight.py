@@ -20,12 +20,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from dra_harness.cli.common import click_option
-from dra_harness.options import OPTIONS
+from dra_harness.options import OPTIONS, RULE_OPTIONS
 
 err = Console(stderr=True)
 #: The run options that say which cluster and driver, and how to reach and probe them.
 _OPTIONS = ("--kubeconfig", "--context", "--driver", "--driver-daemonset", "--shell-image", "--expected-hardware",
-            "--lease-namespace")
+            "--lease-namespace", "--cluster-profile", *(f"--{dest.replace('_', '-')}" for dest in RULE_OPTIONS))
 
 
 def _with_options(f: Any) -> Any:
@@ -43,7 +43,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     from dra_harness import heartbeat, lifetime, providers
     from dra_harness.checks import preflight as facts_mod
     from dra_harness.cli.runner import new_run_id
-    from dra_harness.options import RunConfig
+    from dra_harness.options import RunConfig, cluster_rules
     from dra_harness.plugin import inputs
     from dra_harness.providers.sweep import sweep_run
     from dra_harness.report.files import write_json
@@ -56,6 +56,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     lifetime.terminate_as_interrupt()
     handle = provider.open(owner_pid=os.getpid())
     handle.shell_image = values.get("shell_image")
+    handle.kube.rules = cluster_rules(provider.config)  # judged as the run would create its pods
     if values.get("driver_daemonset"):
         namespace, _, name = values["driver_daemonset"].partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))

@@ -31,10 +31,10 @@ from dra_harness.components import build as builder
 from dra_harness.components import catalog
 from dra_harness.kube.client import KubeconfigError
 from dra_harness import providers
-from dra_harness.options import RunConfig, to_pytest_args
+from dra_harness.options import RunConfig, cluster_rules, to_pytest_args
 from dra_harness.providers.base import Provider
 from dra_harness.components.real_node_host import choose_real_nodes
-from dra_harness.report import fingerprint
+from dra_harness.report import coverage, fingerprint
 from dra_harness.report.design import load_design
 from dra_harness.report.files import write_json
 from dra_harness.report import rundir
@@ -121,15 +121,21 @@ def run_suites(options: RunOptions, console: Console) -> int:
     level = logging.getLogger("dra_harness").level
     if logging.NOTSET < level < logging.WARNING:  # `dra-harness -v run`: pytest's live log shows the same lines
         args.append(f"--log-cli-level={logging.getLevelName(level)}")
-    code = 3
+    code, too_little = 3, False
     previous = signal.getsignal(signal.SIGTERM)
     lifetime.terminate_as_interrupt()  # so the finally blocks below run on SIGTERM too
     try:
         # Brought up here, where its build and start-up progress shows; the session reuses it by run id.
         provider.prepare(console)
-        write_json(report_dir / "fingerprint.json", _fingerprint(provider, console))
+        fp = _fingerprint(provider, console)
+        if rules := cluster_rules(provider.config).describe():
+            fp["cluster_rules"] = rules  # the report's provenance says which rules the run followed
+        write_json(report_dir / "fingerprint.json", fp)
         write_report(report_dir)
         code = _pytest(args + options.pytest_args, root)
+        if code == 0 and (short := coverage.shortfall(report_dir, provider.config.min_established)):
+            console.print(f"tested too little: {short}", highlight=False, markup=False, soft_wrap=True)
+            code, too_little = 3, True  # a complete run that established too little: not an interrupted one
     except KeyboardInterrupt:
         code = 130
         raise
@@ -137,8 +143,11 @@ def run_suites(options: RunOptions, console: Console) -> int:
         with lifetime.cleaning_up():  # a SIGTERM now would leave the cluster up and the report unwritten
             if not provider.outlives_run:
                 provider.close()
-            path = finish_run(report_dir, complete=code in (0, 1), exit_code=code)
+            path = finish_run(report_dir, complete=code in (0, 1) or too_little, exit_code=code)
         signal.signal(signal.SIGTERM, previous)
+        if hints := coverage.preflight_hints(report_dir):
+            console.print(f"options that would let more checks run on this cluster: {'; '.join(hints)}",
+                          highlight=False, markup=False, soft_wrap=True)
         console.print("sign-off report:")
         if code not in (0, 1):
             print(flush=True)  # an interrupted pytest may have left its progress line unfinished on our stdout

@@ -26,7 +26,7 @@ from dra_harness import data
 from dra_harness.components import build as builder
 from dra_harness.components import catalog, debian
 from dra_harness.components.gomod import go
-from dra_harness.kube.builders import PAUSE_IMAGE
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.components.oci import File, Image, write_layout
 
 WORKLOAD_IMAGE = "dra-harness.local/busybox:1"

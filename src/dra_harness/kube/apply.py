@@ -59,7 +59,7 @@ def apply(kube: Kube, obj: Obj, namespace: str | None = None) -> Obj:
     if res.namespaced and not ns:
         raise ApplyError(f"{kind} {name} needs a namespace")
     return kube.request(
-        "PATCH", res.path(ns, name), obj,
+        "PATCH", res.path(ns, name), kube.rules.shape(kind, obj),
         params={"fieldManager": FIELD_MANAGER, "force": "true"},
         content_type="application/apply-patch+yaml",
     )

@@ -9,11 +9,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 
-#: Never pulled on simulated nodes; a real node has it imported locally.
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 RUN_DURATION_ANNOTATION = "dra-harness.io/run-duration"
 #: Our pods' termination grace. Not 0: a pod deleted with 0 leaves the API at once, its claims are released
 #: and their devices handed to the next pod while the node has not yet unprepared them (the kubelet unprepares

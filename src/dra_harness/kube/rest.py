@@ -32,6 +32,7 @@ import urllib3
 from kubernetes import client
 
 from dra_harness.errors import KubeApiError
+from dra_harness.kube.rules import ClusterRules
 from dra_harness.kube.types import Obj
 
 log = logging.getLogger("dra_harness.kube")
@@ -132,6 +133,7 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 LIMIT_RANGES = Resource("", "v1", "limitranges", "LimitRange", True)
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
@@ -172,6 +174,8 @@ class Kube:
         #: The drivers whose devices the run tests (the profile's): a pod wait judges a scheduling refusal against the
         #: nodes that publish them (:mod:`.refusals`); empty: any driver's.
         self.device_drivers: frozenset[str] = frozenset()
+        #: The cluster's rules (tolerations, node selector, labels...), applied to every body this client creates.
+        self.rules = ClusterRules()
 
     def impersonating(self, user: str, extra: dict[str, str] | None = None) -> Kube:
         """This client acting as ``user`` (the identity needs the ``impersonate`` verb), to try what another
@@ -314,8 +318,11 @@ class Kube:
     def create(self, res: Resource, body: Obj, namespace: str | None = None, dry_run: bool = False) -> Obj:
         """Create ``body``; ``dry_run``: admitted and validated by the API server, stored nowhere."""
         body = {"apiVersion": res.api_version, "kind": res.kind, **body}
-        ns = namespace or body.get("metadata", {}).get("namespace")
-        return self.request("POST", res.path(ns), body, params={"dryRun": "All"} if dry_run else None)
+        if dry_run:  # a dry run checks a manifest as it is (lint of the user's own): never shaped
+            return self.request("POST", res.path(namespace or body.get("metadata", {}).get("namespace")), body,
+                                params={"dryRun": "All"})
+        body = self.rules.shape(res.kind, body)
+        return self.request("POST", res.path(namespace or body.get("metadata", {}).get("namespace")), body)
 
     def replace_status(self, res: Resource, body: Obj) -> Obj:
         meta = body["metadata"]

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from dra_harness.errors import InputError, KubeApiError
+from dra_harness.options import cluster_rules
 from dra_harness.providers.hardware import load_hardware
 from dra_harness.providers.base import Provider
 from dra_harness.providers.profiles import by_name
@@ -43,6 +44,7 @@ def check(provider: Provider, report_dir: str | None) -> None:
         raise InputError(f"--kwok-node-selector {selector!r}: expected KEY=VALUE (a node label)")
     if selector and not provider.config.kwok_image:
         raise InputError("--kwok-node-selector: only with --kwok-image (it places the KWOK Deployment's pod)")
+    cluster_rules(provider.config)  # a bad toleration, label or profile file: one line, naming it
     provider.check_inputs()
     kube = provider.kube_before_run()
     if kube is not None:  # two runs of one id would share a lock identity and sweep each other's objects

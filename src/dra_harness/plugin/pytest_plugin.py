@@ -43,7 +43,7 @@ from dra_harness.report.evidence import Evidence
 from dra_harness.kube import policy, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
-from dra_harness.options import OPTIONS, RunConfig
+from dra_harness.options import OPTIONS, RunConfig, cluster_rules
 from dra_harness.plugin.stash import RUN_CONFIG, run_config
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.host import runtime_dirs
@@ -71,6 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for o in OPTIONS:  # the one table the CLI uses too
         if o.is_flag:
             group.addoption(o.flag, action="store_true", help=o.help)
+        elif o.multiple:
+            group.addoption(o.flag, action="append", default=[], metavar=o.metavar, help=o.help)
         else:
             group.addoption(o.flag, default=o.default, type=o.type, choices=o.choices, metavar=o.metavar, help=o.help)
 
@@ -218,6 +220,7 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
         handle = request.config.stash[PROVIDER].open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
     handle.shell_image = opt.shell_image
     handle.kube.device_drivers = frozenset({handle.driver})  # a pod wait judges refusals on its nodes
+    handle.kube.rules = cluster_rules(opt)  # everything the run creates follows the cluster's rules
     if opt.driver_daemonset:
         namespace, _, name = opt.driver_daemonset.partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))

@@ -265,6 +265,11 @@ class ClusterHandle:
         self.kube.create(rest.NAMESPACES, {"metadata": {"name": name, "labels": labels}})
         if not self.provider.harness_operated:
             grant_namespace_role(self.kube, name)
+        for source, secret in self.kube.rules.image_pull_secrets:  # --image-pull-secret, once the grant lets us
+            # Type and data only (the client logs no body), labelled so the sweep finds a copy left behind.
+            original = self.kube.get(rest.SECRETS, secret, source)
+            self.kube.create(rest.SECRETS, {"metadata": {"name": secret, "labels": {RUN_LABEL: self.run_id}},
+                                            "type": original.get("type"), "data": original.get("data") or {}}, name)
 
     def delete_namespace(self, name: str) -> None:
         """Free a test's devices now and delete its namespace in the background.

@@ -155,6 +155,15 @@ def summarise(fp: Obj, results: list[Obj], allocs: list[Obj]) -> Obj:
     gpu = _gpu_nodes(results)
     parts.append(f"a GPU seen through NVML on {', '.join(gpu)}" if gpu else "no GPU" + (
         f" ({gpu_skips} GPU checks skipped: they need NVIDIA GPUs)" if gpu_skips else ""))
+    rules = fp.get("cluster_rules") if isinstance(fp.get("cluster_rules"), dict) else {}
+    if rules:  # what the run did to fit the cluster's rules is part of where it ran
+        parts.append("under the cluster's rules: " + ", ".join(
+            f"{k.replace('_', ' ')} {', '.join(v) if isinstance(v, list) else v if isinstance(v, str) else _pairs(v)}"
+            for k, v in rules.items()))
     counts = fp_nodes.get("counts") or {}
     return {"sentence": "; ".join(parts), "nodes": {k: int(counts.get(k, 0)) for k in (SIMULATED, REAL, KIND)},
-            "drivers": drivers, "gpu": bool(gpu), "container_checks": container_checks, "container_skips": skipped, "gpu_skips": gpu_skips}
+            "cluster_rules": rules, "drivers": drivers, "gpu": bool(gpu), "container_checks": container_checks, "container_skips": skipped, "gpu_skips": gpu_skips}
+
+
+def _pairs(value: object) -> str:
+    return ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)

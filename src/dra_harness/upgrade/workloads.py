@@ -15,6 +15,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.events import events_for
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.kube.waits import wait_for_deletion, watch_until
 from dra_harness.errors import HarnessError
 from dra_harness.labels import RUN_LABEL
@@ -80,7 +81,7 @@ def create(kube: Kube, run_id: str, namespace: str, real_nodes: list[str], devic
 
 
 def probe(kube: Kube, run_id: str, namespace: str, name: str, node: str | None = None,
-          timeout: float = RUNNING_DEADLINE_S, image: str = builders.PAUSE_IMAGE, warnings: list[str] | None = None) -> float:
+          timeout: float = RUNNING_DEADLINE_S, image: str = PAUSE_IMAGE, warnings: list[str] | None = None) -> float:
     """A new pod with a new claim from the template: seconds until it runs, then it is removed. The
     pod's Warning events (why it was slow) are appended to ``warnings`` when given."""
     started = time.monotonic()
