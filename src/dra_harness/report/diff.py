@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
+from dra_harness.report.reading import load_json, present
 from dra_harness.report.summary import SUMMARY_SCHEMA, RunDirError, build_summary, newer_than_summary
 from dra_harness.report.readable import duration
 
@@ -63,9 +64,13 @@ class Diff:
                 "accepted_missing": self.accepted}
 
 
-def read_summary(path: Path) -> Obj:
-    """A summary.json, checked; a malformed one is one line naming it (``dra-harness report`` rebuilds it)."""
-    summary = yamlfile.load_json(path, RunDirError, f"summary {path}")
+def read_summary(path: Path, named: bool = False) -> Obj:
+    """A summary.json, checked; a malformed one is one line naming it (``dra-harness report`` rebuilds it).
+
+    One found in a run directory is never read through a link; one the user ``named`` on the command line is
+    theirs to link (``latest.json``), so the link is resolved first. Either way a FIFO or a huge file is refused.
+    """
+    summary = load_json(path.resolve() if named else path, f"summary {path}")
     yamlfile.validate(summary, SUMMARY_SCHEMA, RunDirError, f"summary {path}")
     return summary
 
@@ -80,11 +85,11 @@ def load(run_dir: Path | str) -> Obj:
     if path.is_file() and path.name.endswith(".json"):
         if path.name == "summary.json" and newer_than_summary(path.parent):
             return load(path.parent)
-        return read_summary(path)
+        return read_summary(path, named=True)
     if not path.exists():
         raise RunDirError(f"{path} does not exist")
     newer = newer_than_summary(path) if path.is_dir() else None
-    if (path / "summary.json").exists() and newer is None:
+    if present(path / "summary.json") and newer is None:
         return read_summary(path / "summary.json")
     if newer is not None:
         log.warning("%s is older than %s: using a summary rebuilt from the run's files (`dra-harness report %s` "
