@@ -47,6 +47,11 @@ def read_text(path: Path | str, error: type[Exception], prefix: str, max_bytes: 
         raise error(f"{prefix}: cannot read: {e.strerror or e}") from None
     if len(data) > max_bytes:
         raise error(f"{prefix}: is larger than {max_bytes // 2**20} MiB")
+    return decode_text(data, error, prefix)
+
+
+def decode_text(data: bytes, error: type[Exception], prefix: str) -> str:
+    """Bytes read from a file as its text, or ``error("<prefix>: <why>")`` for a binary or non-UTF-8 one."""
     if b"\0" in data:
         raise error(f"{prefix}: is binary (it contains NUL bytes), not text")
     try:
@@ -115,7 +120,11 @@ def load_all(path: Path | str, error: type[Exception], prefix: str) -> list[dict
 
 def load_json(path: Path | str, error: type[Exception], prefix: str) -> dict[str, Any]:
     """A JSON object from a file (a run's summary.json, run.json), failing as :func:`load` does."""
-    text = read_text(path, error, prefix)
+    return parse_json(read_text(path, error, prefix), error, prefix)
+
+
+def parse_json(text: str, error: type[Exception], prefix: str) -> dict[str, Any]:
+    """A JSON object from a file's text, failing as :func:`load_json` does (for readers that open the file themselves)."""
     if not text.strip():
         raise error(f"{prefix}: is empty")
     try:

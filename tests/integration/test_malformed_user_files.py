@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from dra_harness.cli.app import main
 from dra_harness.yamlfile import MAX_BYTES
 from dra_harness.options import RunConfig
+from dra_harness.report.rundir import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 MALFORMED = ROOT / "fixtures" / "malformed"
@@ -184,10 +185,17 @@ def _cases(kinds: list[str], names: list[str] | None = None) -> list:
     return out
 
 
+def _mark(run_dir: Path) -> None:
+    """The marker every run writes into its directory first: ``dra-harness report`` renders no other directory."""
+    (run_dir / MARKER).write_text('{"run_id": "good", "finished": true, "files": ["run.json"]}\n')
+
+
 def _malformed(tmp_path: Path, kind: Kind, m: Malformation) -> tuple[Path, Path]:
     """(the path handed to the command's file option, the path its error must name)."""
     folder = tmp_path / "run" if kind.in_run_dir else tmp_path
     folder.mkdir(exist_ok=True)
+    if kind.in_run_dir and m.name != "missing":
+        _mark(folder)  # a run's directory: only the file is malformed (without the marker it is no run's)
     path = m.make(folder / kind.filename, kind)
     named = folder if kind.in_run_dir and m.name == "missing" else path
     return path, named
@@ -280,6 +288,7 @@ def test_a_well_formed_file_passes_the_cli_input_check(tmp_path, kind):
         assert out.code == 0 and "regressions (0)" in out.stdout, out
     else:
         (tmp_path / "run").mkdir()
+        _mark(tmp_path / "run")
         (tmp_path / "run" / k.filename).write_text(GOOD_RUN_JSON)
         out = cli(k.cli(tmp_path / "run" / k.filename, tmp_path))
         assert out.code == 0 and out.stdout.strip().endswith("signoff.html"), out

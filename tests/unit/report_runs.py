@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from dra_harness.report import rundir
 from dra_harness.report.plots import durations
 
 DATA = Path(__file__).with_name("data")
@@ -98,7 +99,16 @@ def make_run(
             (out / src.name).write_text(json.dumps(data))
             for plot in data["plots"].values():
                 (out / plot).write_bytes(png)
+    mark(run_dir, finished=complete)
     return run_dir
+
+
+def mark(run_dir: Path, finished: bool = True) -> None:
+    """The run marker as a run leaves it (claimed, its files recorded), unless the directory already carries one
+    (``start_run`` claimed it): ``dra-harness report`` renders only a directory a run marked."""
+    if not (run_dir / rundir.MARKER).exists():
+        (run_dir / rundir.MARKER).write_text(json.dumps({"run_id": run_dir.name, "finished": finished,
+                                                         "files": rundir.layout_files(run_dir)}))
 
 
 @cache

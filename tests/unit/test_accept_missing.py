@@ -71,3 +71,46 @@ def test_a_bad_pattern_or_the_old_bare_flag_is_one_line_and_exit_2(tmp_path):
         out = CliRunner().invoke(main, ["diff", str(base), str(cand), *args])
         assert out.exit_code == 2 and "Traceback" not in out.output, out.output
         assert len(out.output.strip().splitlines()) == 1 and "--accept-missing" in out.output, out.output
+
+
+def _contention_runs(tmp_path, change) -> tuple:
+    """A base whose designs met their tolerable waits, and a candidate whose contention/ ``change`` altered."""
+    base, cand = make_run(tmp_path / "base"), make_run(tmp_path / "cand")
+    change(cand / "contention")
+    return base, cand
+
+
+def _tier_not_established(folder) -> None:
+    path = folder / "inference-vs-training-reserved.json"
+    data = json.loads(path.read_text())
+    data["tiers"][0]["verdict"] = "not established"  # interactive: met its wait in base
+    path.write_text(json.dumps(data))
+
+
+def _design_gone(folder) -> None:
+    (folder / "inference-vs-training-reserved.json").unlink()
+
+
+def test_a_contention_tier_that_met_its_wait_and_is_now_not_established_is_a_regression_unless_accepted(tmp_path):
+    base, cand = (build_summary(r) for r in _contention_runs(tmp_path, _tier_not_established))
+    d = compare(base, cand)
+    # The gate passed this before: the tier's wait was no longer judged, so nothing newly "missed".
+    assert d.regressions == ["contention inference-vs-training / reserved: tier interactive no longer established "
+                             "(meets -> not established)"]
+    pattern = "contention::inference-vs-training::reserved::*"
+    accepted = compare(base, cand, accept_missing=(pattern,))
+    assert not accepted.failed and accepted.accepted == {pattern: ["contention::inference-vs-training::reserved::interactive"]}
+    assert any(c.startswith(f"accepted (--accept-missing {pattern}): contention") for c in accepted.changes)
+
+
+def test_a_contention_design_gone_from_the_candidate_is_a_regression_unless_accepted(tmp_path):
+    base, cand = _contention_runs(tmp_path, _design_gone)
+    d = compare(build_summary(base), build_summary(cand))
+    assert d.regressions == ["contention inference-vs-training / reserved: design absent from candidate (in base tiers "
+                             "interactive, training met their tolerable wait)"]
+    # The real command, as CI runs the gate: exit 1, then 0 once the design is named.
+    out = CliRunner().invoke(main, ["diff", str(base), str(cand)])
+    assert out.exit_code == 1 and "design absent from candidate" in out.output, out.output
+    out = CliRunner().invoke(main, ["diff", str(base), str(cand), "--accept-missing", "contention::*::reserved"])
+    assert out.exit_code == 0, out.output
+    assert "--accept-missing contention::*::reserved: accepted 1 check\n  - contention::inference-vs-training::reserved\n" in out.output

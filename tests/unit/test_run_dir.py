@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,8 @@ from dra_harness.report import write_report
 from dra_harness.report.rundir import MARKER, RunDirError, read_marker
 from dra_harness.report.summary import finish_run, start_run
 from tests.unit.report_runs import make_run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _finished_run(run: Path, run_id: str = "first") -> Path:
@@ -130,10 +135,31 @@ def test_re_rendering_records_what_it_adds_so_the_next_run_may_remove_it(tmp_pat
     assert not (run / "allure-results").exists()
 
 
-def test_a_plain_pytest_directory_is_rendered_but_never_marked(tmp_path):
-    run = make_run(tmp_path / "run")  # pytest --report-dir, then `dra-harness report`
-    write_report(run)
-    assert not (run / MARKER).exists()
+def test_a_pytest_session_run_directly_marks_its_report_dir_so_report_renders_it(tmp_path):
+    """``pytest --report-dir DIR --junitxml DIR/junit.xml`` then ``dra-harness report DIR``, as docs/report.md says."""
+    run, session = tmp_path / "run", tmp_path / "session"
+    session.mkdir()
+    (session / "test_one.py").write_text("def test_one():\n    pass\n")
+    run_id = f"direct-{os.urandom(4).hex()}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "test_one.py", f"--run-id={run_id}", f"--report-dir={run}",
+                           f"--junitxml={run / 'junit.xml'}", "-p", "no:cacheprovider", "-p", "no:locust", f"--rootdir={session}"],
+                          cwd=session, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert read_marker(run) == {"run_id": run_id, "finished": False, "files": []}
+    out = CliRunner().invoke(main, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert json.loads((run / "summary.json").read_text())["counts"] == {"passed": 1}
+    assert "summary.json" in read_marker(run)["files"]  # what rendering wrote, recorded as the run's
+
+
+def test_a_directory_that_holds_a_junit_xml_but_no_marker_is_never_rendered_into(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / MARKER).unlink()  # someone's CI output: junit.xml, evidence, even a run.json, but no run marked it
+    before = _tree(run)
+    with pytest.raises(RunDirError, match=f"{run} is not a run directory: it has no {MARKER} marker"):
+        write_report(run)
+    assert _tree(run) == before
 
 
 def _allocation(pod: str) -> dict:

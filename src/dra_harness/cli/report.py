@@ -68,8 +68,10 @@ def _patterns(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
               help="...and by more than this many scenario seconds.")
 @click.option("--accept-missing", "accept_missing", multiple=True, metavar="PATTERN", callback=_patterns,
               help="Accept the checks whose nodeid matches this glob (fnmatch, e.g. 'suites/test_device_taints.py::*') "
-                   "that passed in BASE but were skipped, absent or not established in CANDIDATE, and a lower check "
-                   "count when every absent check matches: listed as changes, with what each pattern accepted. Repeatable.")
+                   "that passed in BASE but were skipped, absent or not established in CANDIDATE, the contention designs "
+                   "and tiers (contention::SCENARIO::DESIGN[::TIER]) that met their waits in BASE but are gone or not "
+                   "established in CANDIDATE, and a lower check count when every absent check matches: listed as "
+                   "changes, with what each pattern accepted. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def diff(base: Path, candidate: Path, max_slowdown: float, min_delta: float, max_wait_increase: float,
          min_wait_delta: float, accept_missing: tuple[str, ...], as_json: bool) -> None:

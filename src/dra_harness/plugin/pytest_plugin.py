@@ -28,7 +28,7 @@ import pytest
 
 from dra_harness.report import evidence as evidence_mod
 from dra_harness import lifetime
-from dra_harness.report import allocations, failure_evidence, results
+from dra_harness.report import allocations, failure_evidence, results, rundir
 from dra_harness.plugin import concerns, inputs
 from dra_harness.plugin import needs_gate as gate
 from dra_harness.plugin import run_watchdog
@@ -130,10 +130,17 @@ def _start_watchdog(config: pytest.Config, run_id: str) -> None:
 
 def _check_inputs(config: pytest.Config) -> None:
     """Reject bad input before any test runs, in one line (pytest prints UsageError without a traceback)."""
+    report_dir = run_config(config).report_dir
     try:
-        inputs.check(config.stash[PROVIDER], run_config(config).report_dir)
+        inputs.check(config.stash[PROVIDER], report_dir)
+        if report_dir:
+            # Run directly, the session marks its --report-dir (`dra-harness run` has claimed it already): the marker is
+            # what lets `dra-harness report DIR` render it, which refuses a directory no run marked.
+            rundir.mark(Path(report_dir), _run_id(config))
     except inputs.ERRORS as e:
         raise pytest.UsageError(one_line(e)) from None
+    except OSError as e:
+        raise pytest.UsageError(f"--report-dir {report_dir}: cannot mark it as this run's: {e.strerror or e}") from None
     config.stash[INPUTS_OK] = True
 
 

@@ -19,14 +19,13 @@ from dra_harness.kube import rest
 from dra_harness.kube.pods import allocated_devices
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
-from dra_harness import yamlfile
 from dra_harness.report import provenance
 from dra_harness.report.files import RunDirError, redact
+from dra_harness.report.reading import present, read_text
 
 FILE = "allocations.jsonl"
 #: Rows kept per test: a contention-sized namespace would otherwise swamp the report.
 MAX_PODS = 64
-MAX_BYTES = 64 * 1024 * 1024
 
 
 def _workload(kube: Kube, pod: Obj) -> str:
@@ -124,10 +123,10 @@ def append(report_dir: Path, test: str, rows: list[Obj]) -> None:
 
 def load(run_dir: Path) -> list[Obj]:
     path = run_dir / FILE
-    if not path.is_file():
+    if not present(path):
         return []
     out = []
-    for line in yamlfile.read_text(path, RunDirError, str(path), max_bytes=MAX_BYTES).splitlines():
+    for line in read_text(path, "allocation log").splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:

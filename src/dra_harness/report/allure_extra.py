@@ -29,6 +29,7 @@ from typing import Any
 
 from dra_harness.kube.types import Obj
 from dra_harness.report.files import atomic_write, redact
+from dra_harness.report.reading import read_bytes
 from dra_harness.report.results import CONCERNS, NOT_ESTABLISHED
 
 #: (name, statuses, the pattern that picks its results out of their status message).
@@ -214,9 +215,10 @@ def enrich(run_dir: Path, summary: Obj) -> list[Path]:
     by_id = {r["nodeid"]: r for r in summary["results"]}
     run_parameters = parameters(summary)
     for path in sorted(allure_dir.glob("*-result.json")):
+        raw = read_bytes(path, "record")  # a link or a FIFO among the results is refused, never followed
         try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
+            result = json.loads(raw)
+        except ValueError:
             continue
         if not isinstance(result, dict):
             continue

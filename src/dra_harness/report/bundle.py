@@ -26,6 +26,7 @@ from dra_harness.conformance import check_id
 from dra_harness.kube.types import Obj
 from dra_harness.report import rundir
 from dra_harness.report.files import RunDirError, atomic_write
+from dra_harness.report.reading import KIND_OF, load_json, present, read_bytes
 
 FILE = "conformance-bundle.tar.gz"
 SUMS = "SHA256SUMS"
@@ -49,18 +50,18 @@ def _verdict_file(row: Obj, results: list[Obj]) -> Obj:
 def contents(run_dir: Path) -> dict[str, bytes]:
     """Archive path -> bytes, everything but the checksums file (which covers these)."""
     summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
+    if not present(summary_path):
         raise RunDirError(f"{run_dir}: no summary.json to bundle (render the run first)")
-    summary: Obj = json.loads(summary_path.read_text())
+    summary: Obj = load_json(summary_path)
     section = summary.get("conformance")
     if not section or not section.get("rows"):
         raise RunDirError(f"{summary_path}: no conformance section (written by dra-harness before 0.1's conformance report?)")
     files: dict[str, bytes] = {}
     for name in COPIED:
-        if (run_dir / name).is_file():
-            files[f"run/{name}"] = (run_dir / name).read_bytes()
+        if present(run_dir / name):
+            files[f"run/{name}"] = read_bytes(run_dir / name, KIND_OF.get(name, "record"))
     for dump in sorted((run_dir / "failures").glob("*.json")) if (run_dir / "failures").is_dir() else []:
-        files[f"run/failures/{dump.name}"] = dump.read_bytes()
+        files[f"run/failures/{dump.name}"] = read_bytes(dump)
     for row in section["rows"]:
         files[f"verdicts/{_name(row['id'])}.json"] = _dump(_verdict_file(row, summary.get("results") or []))
     files["conformance.json"] = _dump({

@@ -15,6 +15,7 @@ from typing import Any
 
 from dra_harness.kube.types import Obj
 from dra_harness.report import readable
+from dra_harness.report.reading import read_bytes
 
 REQUIRED = ("scenario", "design", "jobs_total", "jobs_completed", "jobs_lost", "tiers")
 TIER_REQUIRED = ("tier", "wait_s")
@@ -50,9 +51,10 @@ def load(run_dir: Path) -> Obj:
     results, sizing, unreadable = [], [], []
     folder = run_dir / "contention"
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        text = read_bytes(path, "record")  # a link (to /dev/zero), a FIFO or a huge file is refused, never read
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
+            data = json.loads(text)
+        except ValueError as e:
             unreadable.append({"file": f"contention/{path.name}", "problem": f"not JSON: {e}"})
             continue
         if path.name.endswith(SIZING_SUFFIX):

@@ -8,9 +8,12 @@ incomplete candidate run, a timing or wait that grew beyond both thresholds (rel
 and absolute, so noise on a 0.2 s figure does not fail CI), a tier that newly misses
 its tolerable wait, or lost jobs. A check that passed in BASE and was skipped, absent
 or not established in CANDIDATE, and a candidate with fewer checks, are regressions
-too: a gate that passes because the test no longer ran proves nothing. Where that is
-expected (a suite dropped on purpose), ``accept_missing`` names them by glob patterns on the
-check's nodeid and lists them as changes, saying which pattern accepted each: accepting
+too: a gate that passes because the test no longer ran proves nothing. So is lost
+contention coverage: a tier that met its tolerable wait in BASE and is not established or
+absent in CANDIDATE, or a design gone from CANDIDATE (a tier no longer judged never
+"newly misses"). Where that is expected (a suite dropped on purpose), ``accept_missing``
+names them by glob patterns on the check's nodeid (a contention design's or tier's id:
+:func:`contention_id`) and lists them as changes, saying which pattern accepted each: accepting
 every missing check at once would let a gate pass on a candidate that ran nothing.
 Everything else is reported as a change.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
+from dra_harness.report.reading import load_json, present
 from dra_harness.report.summary import SUMMARY_SCHEMA, RunDirError, build_summary, newer_than_summary
 from dra_harness.report.readable import duration
 
@@ -63,9 +67,13 @@ class Diff:
                 "accepted_missing": self.accepted}
 
 
-def read_summary(path: Path) -> Obj:
-    """A summary.json, checked; a malformed one is one line naming it (``dra-harness report`` rebuilds it)."""
-    summary = yamlfile.load_json(path, RunDirError, f"summary {path}")
+def read_summary(path: Path, named: bool = False) -> Obj:
+    """A summary.json, checked; a malformed one is one line naming it (``dra-harness report`` rebuilds it).
+
+    One found in a run directory is never read through a link; one the user ``named`` on the command line is
+    theirs to link (``latest.json``), so the link is resolved first. Either way a FIFO or a huge file is refused.
+    """
+    summary = load_json(path.resolve() if named else path, f"summary {path}")
     yamlfile.validate(summary, SUMMARY_SCHEMA, RunDirError, f"summary {path}")
     return summary
 
@@ -80,11 +88,11 @@ def load(run_dir: Path | str) -> Obj:
     if path.is_file() and path.name.endswith(".json"):
         if path.name == "summary.json" and newer_than_summary(path.parent):
             return load(path.parent)
-        return read_summary(path)
+        return read_summary(path, named=True)
     if not path.exists():
         raise RunDirError(f"{path} does not exist")
     newer = newer_than_summary(path) if path.is_dir() else None
-    if (path / "summary.json").exists() and newer is None:
+    if present(path / "summary.json") and newer is None:
         return read_summary(path / "summary.json")
     if newer is not None:
         log.warning("%s is older than %s: using a summary rebuilt from the run's files (`dra-harness report %s` "
@@ -270,20 +278,47 @@ def contention_runs(s: Obj) -> dict[tuple[str, str], Obj]:
     return {(r["scenario"], r["design"]): r for r in (s.get("contention") or {}).get("results", [])}
 
 
+def contention_id(scenario: str, design: str, tier: str | None = None) -> str:
+    """What ``--accept-missing`` matches for a contention design (``contention::<scenario>::<design>``) or one of its
+    tiers (``...::<tier>``): the prefix of the run's contention measurement keys."""
+    return f"contention::{scenario}::{design}" + (f"::{tier}" if tier is not None else "")
+
+
+#: A tier's verdicts that establish something; any other (``not established``, none) established nothing.
+_VERDICTS = ("meets", "misses")
+
+
 def _contention(base: Obj, cand: Obj, d: Diff) -> None:
+    """Contention as the gate sees it: jobs lost or a tier that now misses is a regression, and so is a loss of
+    coverage, like a check that no longer ran: a design, or a tier, that met its tolerable wait in base and is gone
+    from the candidate or no longer established there (unless ``--accept-missing`` names it)."""
     b, c = contention_runs(base), contention_runs(cand)
     if b and not c:
         d.changes.append("contention ran in base but not in candidate")
+    for key in sorted(set(b) - set(c)):
+        where = f"contention {key[0]} / {key[1]}"
+        met = [t["tier"] for t in b[key]["tiers"] if t.get("verdict") == "meets"]
+        if met:
+            _missing(d, contention_id(*key), f"{where}: design absent from candidate (in base tiers {', '.join(met)} met "
+                                              "their tolerable wait)")
+        else:
+            d.changes.append(f"{where}: design absent from candidate (no tier met its tolerable wait in base)")
     for key in sorted(set(b) & set(c)):
         where = f"contention {key[0]} / {key[1]}"
         if (c[key].get("jobs_lost") or 0) > (b[key].get("jobs_lost") or 0):
             d.regressions.append(f"{where}: jobs lost {b[key].get('jobs_lost')} -> {c[key].get('jobs_lost')}")
-        bt = {t["tier"]: t for t in b[key]["tiers"]}
-        for t in c[key]["tiers"]:
-            old = bt.get(t["tier"])
-            if old and old.get("verdict") == "meets" and t.get("verdict") == "misses":
+        ct = {t["tier"]: t for t in c[key]["tiers"]}
+        for old in b[key]["tiers"]:
+            t = ct.get(old["tier"])
+            was, now = old.get("verdict"), (t.get("verdict") if t else None)
+            if was == "meets" and now == "misses" and t:
                 d.regressions.append(f"{where}: tier {t['tier']} now misses its tolerable wait "
                                      f"(p95 {old['wait_s'].get('p95')} -> {t['wait_s'].get('p95')} s, tolerable {t.get('tolerable_wait_s')} s)")
+            elif was == "meets" and now not in _VERDICTS:
+                _missing(d, contention_id(*key, old["tier"]), f"{where}: tier {old['tier']} no longer established "
+                                                              f"(meets -> {'absent' if t is None else now or 'no verdict'})")
+            elif t and was != now:
+                d.changes.append(f"{where}: tier {old['tier']}: {was or 'no verdict'} -> {now or 'no verdict'}")
         bp, cp = b[key].get("preemption_probe") or {}, c[key].get("preemption_probe") or {}
         if bp and cp and bool(bp.get("freed_by_preemption")) != bool(cp.get("freed_by_preemption")):
             d.changes.append(f"{where}: preemption freed a device: {bool(bp.get('freed_by_preemption'))} -> "

@@ -1,7 +1,11 @@
-"""Writing report files: atomically, and never with a secret in them.
+"""Writing report files: atomically, as new files, and never with a secret in them.
 
 A reader (a browser, CI, ``dra-harness diff``) must never see half a file, so every
-file goes to a temporary name first and is renamed. Whatever a test recorded or a
+file goes to a temporary name first and is renamed. The temporary name is new each time
+and created exclusively without following a link, so a link or file planted in a run
+directory (one unpacked from someone's artifact) is never written through: the file
+written is always a new one in the directory, and the rename replaces a link at the
+final name rather than following it. Whatever a test recorded or a
 command line held, credentials are blanked before anything is written: bearer tokens,
 HTTP Basic ``Authorization`` values, client secrets (``client-secret``, ``client_secret``,
 ``clientSecret``, as a key or a flag), credentials in URLs (``https://user:pass@host``),
@@ -22,11 +26,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dra_harness.errors import InputError
+# RunDirError lives with the reader (which raises it) and is re-exported here, where the report's modules import it.
+from dra_harness.report.reading import RunDirError as RunDirError
+from dra_harness.report.reading import read_bytes
 
 #: A quote as written, JSON-escaped, or as an XML/HTML character reference.
 _Q = r"(?:\\*[\"']|&(?:quot|apos|#34|#39|#x22|#x27);)?"
@@ -70,10 +77,6 @@ _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*
 REDACTED = "[redacted]"
 
 
-class RunDirError(InputError):
-    """Not a run directory, or one of its files is malformed (one line naming it, for the CLI)."""
-
-
 def redact(text: str) -> str:
     """``text`` with every credential of the kinds above blanked; idempotent."""
     text = _PEM.sub(REDACTED, text)
@@ -98,11 +101,13 @@ def redact_file(path: Path) -> bool:
     Text is rewritten only where it changes; bytes that are not UTF-8 survive as they
     were (surrogateescape). A file with a NUL byte (PNG, JPEG, archives) is binary and
     never edited in place, which would corrupt it; should its bytes hold a credential
-    anyway, its content is withheld rather than leaked. Links are not followed.
+    anyway, its content is withheld rather than leaked. Links, FIFOs and devices are not
+    the run's and are left alone (whatever reads them refuses them); a file over the
+    cap is refused (:func:`~dra_harness.report.reading.read_bytes`), never read whole.
     """
     if path.is_symlink() or not path.is_file():
         return False
-    data = path.read_bytes()
+    data = read_bytes(path)
     if b"\0" in data:
         as_text = data.decode("latin-1")
         if redact(as_text) == as_text:
@@ -123,13 +128,19 @@ def redact_files(paths: Iterable[Path]) -> list[Path]:
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write ``path`` whole (text redacted, as UTF-8) as a new file: a fresh temporary name, created exclusively
+    and never through a link (a file or link already at that name is an error), then renamed over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(redact(data))
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
+    payload = redact(data).encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: Path, obj: Any) -> None:

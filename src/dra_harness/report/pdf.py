@@ -9,7 +9,6 @@ the HTML is self-contained. Printing never fails a run: a missing browser is one
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -37,18 +36,19 @@ def print_pdf(html: Path, pdf: Path | None = None) -> Path:
         raise PdfError("printing signoff.pdf needs Chromium: install the Debian package chromium (or run `dra-harness report "
                        "RUN_DIR --pdf` as root, which installs it)")
     pdf = pdf or html.with_name(FILE)
-    partial = pdf.with_name(f".{pdf.name}.{os.getpid()}.part")
-    with tempfile.TemporaryDirectory(prefix="dra-harness-chromium-") as profile:
+    # Chromium writes to whatever path it is given, a link planted there included: it prints into a folder made
+    # for this print (new, private), beside the PDF so the rename stays on one file system.
+    with tempfile.TemporaryDirectory(prefix="dra-harness-chromium-") as profile, \
+            tempfile.TemporaryDirectory(prefix=f".{pdf.name}.", dir=pdf.parent) as printing:
+        partial = Path(printing) / pdf.name
         cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
                "--no-pdf-header-footer", f"--print-to-pdf={partial}", html.resolve().as_uri()]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=die_with_parent())
         except subprocess.TimeoutExpired as e:
-            partial.unlink(missing_ok=True)
             raise PdfError(f"Chromium did not print {html} within {TIMEOUT_S} s") from e
-    if proc.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise PdfError(f"Chromium could not print {html}: exit {proc.returncode}: {tail[0][:200]}")
-    partial.replace(pdf)
+        if proc.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise PdfError(f"Chromium could not print {html}: exit {proc.returncode}: {tail[0][:200]}")
+        partial.replace(pdf)
     return pdf

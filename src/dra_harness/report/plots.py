@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_harness.kube.types import Obj
+from dra_harness.report.reading import present, read_bytes
 
 
 def data_uri(png: bytes) -> str:
@@ -20,10 +21,10 @@ def data_uri(png: bytes) -> str:
 
 
 def file_uri(path: Path) -> str | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """A PNG of the run as a data URI; None when there is none (a link or FIFO there is refused by the reader)."""
+    if not present(path):
         return None
+    data = read_bytes(path, "plot")
     return data_uri(data) if data.startswith(b"\x89PNG") else None
 
 

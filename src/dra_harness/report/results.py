@@ -17,15 +17,16 @@ a preflight fact, or a pod whose image it could not pull; see :class:`dra_harnes
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 from pathlib import Path
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from dra_harness import yamlfile
 from dra_harness.kube.types import Obj
 from dra_harness.report.files import RunDirError
+from dra_harness.report.reading import present, read_bytes, read_text
 
 #: Each suite names its concern (``pytest.mark.concern(id, title)``, :mod:`dra_harness.plugin.concerns`) and the
 #: test's evidence line carries it. This table is for runs written before suites named theirs (a recorded run, an
@@ -87,16 +88,13 @@ def slug(nodeid: str) -> str:
     return f"{readable}-{hashlib.sha256(f'{module}::{name}'.encode()).hexdigest()[:8]}"
 
 
-#: evidence.jsonl grows with every test of a session (and of earlier sessions in the same --report-dir).
-EVIDENCE_MAX_BYTES = 256 * 1024 * 1024
-
-
 def _evidence(report_dir: Path) -> dict[str, Obj]:
     out: dict[str, Obj] = {}
     path = report_dir / "evidence.jsonl"
-    if not path.exists():
+    if not present(path):
         return out
-    text = yamlfile.read_text(path, RunDirError, str(path), max_bytes=EVIDENCE_MAX_BYTES)
+    # It grows with every test of a session (and of earlier sessions in the same --report-dir): its own cap.
+    text = read_text(path, "evidence log")
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -113,12 +111,13 @@ def _evidence(report_dir: Path) -> dict[str, Obj]:
 def read_results(report_dir: Path) -> list[Obj]:
     """One entry per test case in junit.xml, joined with its evidence records."""
     junit = report_dir / "junit.xml"
-    if not junit.exists():
+    if not present(junit):
         return []
     evidence = _evidence(report_dir)
     results = []
+    xml = read_bytes(junit, "JUnit report")  # a link, a FIFO or a huge file is refused, not parsed
     try:
-        suites = list(JUnitXml.fromfile(str(junit)))
+        suites = list(JUnitXml.fromfile(io.BytesIO(xml)))
     except Exception as e:  # noqa: BLE001 - a junit.xml cut short by a killed run still gets a report
         return [{"suite": "harness", "concern": "harness", "test": "junit.xml", "nodeid": "junit.xml", "outcome": "error",
                  "seconds": 0.0, "message": f"junit.xml unreadable: {e}", "evidence": [], "failure_dump": None}]

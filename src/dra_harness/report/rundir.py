@@ -12,17 +12,24 @@ guessed at. Every refusal happens before anything is written or deleted.
 What a run owns is also bounded by its layout: the top-level files in
 :data:`RUN_FILES` and whatever lies under :data:`RUN_DIRS`. A file the user puts beside
 them (``notes.txt``) is never touched.
+
+The marker is also what makes a directory a run's for ``dra-harness report DIR``, which
+rewrites files in it: a run marks its directory before it writes anything (``dra-harness
+run`` claims it; a pytest session run directly with ``--report-dir`` marks it), and a
+directory without the marker, however much it looks like a run (a ``junit.xml`` of
+someone's CI), is refused. A folder of the layout that is a link (``allure-results`` to
+somewhere else) is refused too: everything the report reads and writes stays inside.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dra_harness.report.files import RunDirError, write_json
+from dra_harness.report.reading import load_json, present
 
 MARKER = ".dra-harness-run"
 #: The files a run writes at the top of its directory, and the folders it fills.
@@ -45,21 +52,37 @@ def layout_files(run_dir: Path) -> list[str]:
     """Every file (or link) present in the run layout, relative and sorted; the marker is not one."""
     found = [name for name in RUN_FILES if os.path.lexists(run_dir / name)]
     for top in RUN_DIRS:
-        # os.walk does not follow links into other directories: nothing outside the run is listed.
+        if os.path.islink(run_dir / top):
+            continue  # os.walk would follow a linked top (never links below it): check_layout refuses it instead
         for folder, _dirs, files in os.walk(run_dir / top):
             found += [Path(folder, f).relative_to(run_dir).as_posix() for f in files]
     return sorted(found)
 
 
+def check_layout(run_dir: Path) -> None:
+    """RunDirError when a folder of the layout is a link or not a folder, or a file of it is a folder: what is read
+    and written below them would then be somewhere else (a link's target), or fail half-way."""
+    for top in RUN_DIRS:
+        path = run_dir / top
+        if os.path.islink(path):
+            raise RunDirError(f"{path}: is a symbolic link (to {os.readlink(path)}): a run's folders are never read or "
+                              "written through a link")
+        if present(path) and not path.is_dir():
+            raise RunDirError(f"{path}: is not a directory, where a run keeps a folder")
+    for name in RUN_FILES:
+        if not os.path.islink(run_dir / name) and (run_dir / name).is_dir():
+            raise RunDirError(f"{run_dir / name}: is a directory, not a file (a run writes a file there)")
+
+
 def read_marker(run_dir: Path) -> dict[str, Any] | None:
     """The marker's record, None when there is none; RunDirError when it is not one of ours."""
     path = run_dir / MARKER
-    if not path.is_file():
+    if not present(path):
         return None
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunDirError(f"{path} is not a dra-harness run marker ({e.__class__.__name__})") from None
+        record = load_json(path)
+    except RunDirError as e:
+        raise RunDirError(f"{path} is not a dra-harness run marker ({str(e).removeprefix(f'{path}: ')})") from None
     if not (isinstance(record, dict) and isinstance(record.get("run_id"), str)
             and isinstance(record.get("files"), list) and all(isinstance(f, str) for f in record["files"])):
         raise RunDirError(f"{path} is not a dra-harness run marker (no run_id and files)")
@@ -92,6 +115,7 @@ def check(run_dir: Path) -> None:
         raise RunDirError(f"{run_dir} is not a directory")
     if run_dir.is_dir() and any(run_dir.iterdir()):
         _previous_files(run_dir)
+        check_layout(run_dir)
 
 
 def default_root() -> Path:
@@ -125,6 +149,14 @@ def _remove_empty_folders(run_dir: Path) -> None:
                 os.rmdir(folder)
             except OSError:
                 pass  # not empty: something in it is not ours
+
+
+def mark(run_dir: Path, run_id: str) -> None:
+    """Mark ``run_dir`` as a run's unless it is (a pytest session run directly with ``--report-dir``, whose
+    directory ``dra-harness report`` then renders); unlike :func:`claim`, nothing is checked or removed."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if read_marker(run_dir) is None:
+        write_json(run_dir / MARKER, {"run_id": run_id, "finished": False, "files": []})
 
 
 def record(run_dir: Path, written: Iterable[Path]) -> None:

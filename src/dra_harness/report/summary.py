@@ -3,7 +3,9 @@
 Everything is derived from files in the run directory — ``run.json`` (how the run
 went), ``fingerprint.json``, ``design.json``, ``junit.xml``, ``evidence.jsonl``,
 ``contention/`` — so ``dra-harness report RUN_DIR`` re-renders a run exactly, and a run
-that was killed still renders, marked incomplete.
+that was killed still renders, marked incomplete. Each file is read through
+:mod:`.reading` (never through a link, never from a FIFO, never past its kind's cap),
+and rendering writes only into a directory a run marked (:mod:`.rundir`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dra_harness.checks import preflight
 from dra_harness.report import (allocations, allure_extra, conformance_evidence, contention, design, pdf, provenance, readable, render,
                                 results, rundir, upgrade, vendor)
 from dra_harness.report.files import RunDirError, atomic_write, redact_files, write_json
+from dra_harness.report.reading import load_json, present
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +141,13 @@ SUMMARY_SCHEMA: Obj = {
 
 def read_checked(path: Path, schema: Obj) -> Obj:
     """One of the run's JSON files, or :class:`RunDirError` naming it: a report is never built on a guess."""
-    data = yamlfile.load_json(path, RunDirError, str(path))
+    data = load_json(path)
     yamlfile.validate(data, schema, RunDirError, str(path))
     return data
 
 
 def _run_meta(run_dir: Path) -> Obj:
-    if (run_dir / "run.json").exists():
+    if present(run_dir / "run.json"):
         return read_checked(run_dir / "run.json", RUN_SCHEMA)
     # Not written by `dra-harness run` (pytest directly): pytest writes junit.xml when the session ends.
     return {"run_id": run_dir.name, "command": [], "started": None, "finished": None,
@@ -153,20 +156,26 @@ def _run_meta(run_dir: Path) -> Obj:
 
 def _optional(path: Path, schema: Obj) -> Obj | None:
     """A file the run may not have written (no fingerprint, no design); when present it must be well-formed."""
-    return read_checked(path, schema) if path.exists() else None
+    return read_checked(path, schema) if present(path) else None
 
 
-#: What makes a directory a run's: the marker or run.json (`dra-harness run`), or what a pytest session wrote into
-#: its --report-dir. Not summary.json, which rendering writes: a directory holding only one is no run's, and
-#: rendering into it would overwrite it and report an INCOMPLETE run that never was.
+#: What makes a directory a run's to read (``diff`` and ``compare`` rebuild a summary from one): the marker or run.json
+#: (`dra-harness run`), or what a pytest session wrote into its --report-dir. Not summary.json, which rendering
+#: writes: a directory holding only one is no run's. Writing into a directory takes the marker itself.
 RUN_EVIDENCE = (rundir.MARKER, "run.json", "junit.xml", "evidence.jsonl")
 
 
-def _check_run_dir(run_dir: Path) -> None:
+def _check_run_dir(run_dir: Path, writing: bool = False) -> None:
+    """RunDirError unless ``run_dir`` is a run's: to write into, one that a run marked (a directory that merely holds
+    a junit.xml is someone's CI output, whose files a render would overwrite)."""
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
-    if not any((run_dir / f).exists() for f in RUN_EVIDENCE):
+    if writing and rundir.read_marker(run_dir) is None:
+        raise RunDirError(f"{run_dir} is not a run directory: it has no {rundir.MARKER} marker, which every run (and a "
+                          "pytest session with --report-dir) writes first, so nothing is rendered into it")
+    if not any(present(run_dir / f) for f in RUN_EVIDENCE):
         raise RunDirError(f"{run_dir} is not a run directory (no {rundir.MARKER}, run.json, junit.xml or evidence.jsonl)")
+    rundir.check_layout(run_dir)
 
 
 #: What rendering writes, from the rest: never a reason to rebuild the summary (Allure's files are enriched after it).
@@ -280,9 +289,9 @@ def _tally(checks: list[Obj]) -> str:
 def _preflight(run_dir: Path) -> Obj | None:
     """What the cluster allowed us to test (``preflight.json``, written by the run's first stage), as rows."""
     path = run_dir / preflight.FILE
-    if not path.is_file():
+    if not present(path):
         return None
-    raw = yamlfile.load_json(path, RunDirError, str(path))
+    raw = load_json(path)
     try:
         facts = preflight.Facts.from_json(raw)
     except (TypeError, AttributeError, KeyError) as e:
@@ -321,7 +330,7 @@ def write_report(run_dir: Path) -> Path:
     pytest directly. The summary is then built from files already redacted.
     """
     run_dir = Path(run_dir)
-    _check_run_dir(run_dir)
+    _check_run_dir(run_dir, writing=True)
     # allure-report/ is generated from allure-results/ once those are redacted (its data is base64 in minified
     # JavaScript, which a credential pattern could only corrupt); every other file of the layout is redacted here.
     redact_files(run_dir / rel for rel in rundir.layout_files(run_dir) if not rel.startswith("allure-report/"))

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from dra_harness.kube.types import Obj
+from dra_harness.report.reading import present, read_bytes
 
 FILE = Path("upgrade") / "upgrade.json"
 SUITE = "upgrade"
@@ -25,10 +26,11 @@ def _row(test: str, outcome: str, message: str, evidence: list[Obj]) -> Obj:
 def rows(run_dir: Path) -> list[Obj]:
     """One row per invariant (``test_<name>``); none when the run performed no upgrade."""
     path = run_dir / FILE
-    if not path.is_file():
+    if not present(path):
         return []
+    raw = read_bytes(path, "record")  # a link, a FIFO or a huge file is refused (exit 2), not reported as a row
     try:
-        body = json.loads(path.read_text())
+        body = json.loads(raw)
         invariants = body["invariants"]
         steps = body["steps"]
         findings = body.get("findings") or []
