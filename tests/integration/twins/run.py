@@ -62,7 +62,8 @@ def run_main_job(made: twin_mod.Twin, report_dir: Path, *extra: str, env: dict[s
         shell += ["--allow-contention", f"--simulated-nodes={made.shape.simulated_nodes}"]
     args = [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(made.kubeconfig),
             "--expected-hardware", str(made.expected_hardware), "--allow-disruptive", "--report-dir", str(report_dir),
-            "--ignore=suites/test_contention.py", *shell, *extra]
+            # The twins judge false FAILs and harm, not how much a shape lets a run establish: 0 unless a test says.
+            "--min-established=0", "--ignore=suites/test_contention.py", *shell, *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     if on_start is not None:
         on_start(proc)
@@ -92,6 +93,8 @@ class Judgement:
     fault_missed: str = ""  # why it was not injected, where the run gave it no chance that it should have
     after_fault: str = ""  # what was seen once the fault was over (a killed run's watchdog)
     overlapped: list[str] = field(default_factory=list)  # leases lost under skewed clocks
+    exits: tuple[int, ...] = (0,)  # the exit codes the run may end with (3: it established too little, and said so)
+    output: str = ""  # the runs' stdout and stderr, the last of them
 
     @property
     def limit_s(self) -> float:
@@ -101,7 +104,7 @@ class Judgement:
     @property
     def ok(self) -> bool:
         return not (self.failed or self.changed or self.left or self.fault_missed or self.overlapped) \
-            and self.seconds <= self.limit_s and self.exit_code == 0
+            and self.seconds <= self.limit_s and self.exit_code in self.exits
 
     def row(self) -> str:
         return (f"| {self.shape.seed} | {self.outcomes['passed']} | {self.outcomes['not established']} | "
@@ -120,7 +123,8 @@ class Judgement:
         return "\n".join(lines)
 
 
-def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str = "", extra: tuple[str, ...] = ()) -> Judgement:
+def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str = "", extra: tuple[str, ...] = (),
+          exits: tuple[int, ...] = (0,)) -> Judgement:
     """Run the main job (``shape.runs`` of them at once, each with its own report, ``extra`` arguments) under the
     shape's fault, and judge them together. ``old``: a rule of the harness put back as before #34 (:mod:`.hooks`;
     negative controls)."""
@@ -132,7 +136,7 @@ def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str
             runs = list(pool.map(lambda i: run_main_job(made, dirs[i], *injector.args(i), *extra, env=injector.env(i),
                                                         on_start=lambda p: injector.started(i, p)), range(len(dirs))))
         injector.runs_over()
-    j = Judgement(made.shape, max(took for _, took in runs), fault=injector.injected)
+    j = Judgement(made.shape, max(took for _, took in runs), fault=injector.injected, exits=exits)
     killed = made.shape.fault == "kill-mid-drain" and bool(injector.injected)
     drains: dict[str, str] = {}
     for i, (d, (out, _)) in enumerate(zip(dirs, runs, strict=True)):
@@ -141,6 +145,7 @@ def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str
         except Exception:  # noqa: BLE001 - a killed run writes no junit.xml
             rows = []
         (d.parent / f"{d.name}.out").write_text(out.stdout + out.stderr)  # beside its report, for a post-mortem
+        j.output = out.stdout + out.stderr
         prefix = f"run {i}: " if len(dirs) > 1 else ""
         drains.update({prefix + r["nodeid"]: r["outcome"] for r in rows if "node_drain" in r["nodeid"]})
         j.outcomes.update(r["outcome"] for r in rows)
@@ -149,7 +154,7 @@ def judge(cluster: LocalCluster, made: twin_mod.Twin, report_dir: Path, old: str
         if killed:
             continue  # its pytest was killed: no verdict, no exit code to judge; what it left is judged below
         j.exit_code = j.exit_code or out.returncode
-        if not rows or out.returncode != 0:
+        if not rows or out.returncode not in exits:
             j.failed.setdefault(f"{prefix}run", (out.stdout + out.stderr)[-1500:])
     if made.shape.fault == "clock-skew":
         j.overlapped = [f"{t}: {m}" for t, m in j.not_established.items() if LEASE_LOST in m]

@@ -41,6 +41,7 @@ from dra_harness.kube import builders, rest
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, RUN_LABEL
+from dra_harness.providers.embedded import twin_managed
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, LocalCluster
 from dra_harness.components.images import DRIVER_IMAGE
 from dra_harness.errors import ClusterError
@@ -95,6 +96,8 @@ class Shape:
     tolerate_all: bool = False  # a tenant's DaemonSet that tolerates every taint (a log shipper)
     hostname_spread: bool = False  # a tenant's Deployment spread over hostnames with DoNotSchedule
     fault: str = ""  # one of FAULTS, injected while the run goes on ("": none)
+    gpu_taint: int = -1  # a provider's taint on every node (twin_managed.PROVIDER_TAINTS index; -1: none)
+    namespace_label: str = ""  # a policy refuses namespaces without this label ("": none)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
@@ -103,7 +106,12 @@ class Shape:
                 f"other driver {self.other_driver}, pod security {self.pod_security or 'privileged'}, "
                 f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}, "
                 f"simulated nodes allowed {self.simulated_nodes}, tolerate-all DaemonSet {self.tolerate_all}, "
-                f"hostname-spread Deployment {self.hostname_spread}, fault {self.fault or 'none'}")
+                f"hostname-spread Deployment {self.hostname_spread}, fault {self.fault or 'none'}, managed rules "
+                f"{twin_managed.describe(self.taint, self.namespace_label)}")
+
+    @property
+    def taint(self) -> Obj | None:
+        return twin_managed.PROVIDER_TAINTS[self.gpu_taint] if self.gpu_taint >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
     nodes = spec.all_node_names()
     real = [n for n in nodes if n not in kwok]
 
-    namespace = _install_driver(cluster, kube, real, shape.driver) if shape.driver != "processes" else None
+    namespace = _install_driver(cluster, kube, real, shape.driver, shape.taint) if shape.driver != "processes" else None
     if shape.other_driver:
         _install_other_driver(kube, kwok)
     _install_tenants(kube, [(nodes[i], count) for i, count in shape.tenants])
@@ -144,6 +152,10 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
         kube.patch(rest.NODES, nodes[i], {"spec": {"taints": [MAINTENANCE_TAINT]}})
     for i in shape.cordoned:
         kube.patch(rest.NODES, nodes[i], {"spec": {"unschedulable": True}})
+    if shape.taint:  # last: the pool's own pods (driver, tenants) ran before, as on a pool that was set up
+        twin_managed.taint_pool(kube, nodes, shape.taint)
+    if shape.namespace_label:
+        twin_managed.require_namespace_label(kube, shape.namespace_label)
     kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig", contention=shape.simulated_nodes > 0,
                                            disruptive=shape.disruptive_role, driver_namespace=namespace)
     if spec.pod_security:
@@ -159,7 +171,7 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
     return Twin(kubeconfig, hardware, maintenance, tenant_node, tuple(real) if namespace else (), shape)
 
 
-def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: str) -> str:
+def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: str, taint: Obj | None = None) -> str:
     """The example driver as its chart installs it, on every node; its namespace. On a real node it replaces
     the plugin process; on a KWOK node KWOK plays its pod while the process keeps publishing. The
     ``release-daemonset`` form installs it under a namespace and name the profile does not know."""
@@ -175,6 +187,8 @@ def _install_driver(cluster: LocalCluster, kube: Kube, real: list[str], form: st
         kubelet_root, cdi_root = str(rn.kubelet_root), str(rn.cdi_dir)
     docs = driver_manifests.render_driver_manifests(DRIVER_IMAGE, kubelet_root, cdi_root=cdi_root)
     driver_manifests.for_embedded(docs, state.ports["apiserver"], state.spec.gpus_per_node)
+    if taint:
+        twin_managed.tolerating(docs, taint)
     for doc in docs:  # a driver mounts host paths: its namespace is exempt, as its install guide says
         if doc["kind"] == "Namespace":
             doc["metadata"].setdefault("labels", {}).update(PRIVILEGED)
