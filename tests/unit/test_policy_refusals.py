@@ -16,6 +16,11 @@ REFUSED = [
     (422, 'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "4": must be less than or equal to cpu limit of 500m',
      "LimitRange"),
     (403, "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'no-latest' with binding 'b' denied request: no", "ValidatingAdmissionPolicy"),
+    (403, 'pods "p" is forbidden: pod rejected: RuntimeClass "nvidia" not found', "RuntimeClass admission"),
+    (403, 'admission webhook "validation.gatekeeper.sh" denied the request: [team-label] you must provide labels: {"team"}',
+     "policy engine"),
+    (400, 'admission webhook "validate.kyverno.svc-fail" denied the request: policy Namespace/require-team: label team',
+     "policy engine"),
 ]
 
 

@@ -23,6 +23,10 @@ _REFUSALS = (
     ("LimitRange", re.compile(r"(maximum|minimum) \S+ usage per (Container|Pod)|max limit to request ratio per")),
     ("LimitRange", re.compile(r"must be less than or equal to \S+ limit")),
     ("ValidatingAdmissionPolicy", re.compile(r"ValidatingAdmissionPolicy '(?!dra-harness|device-class-limits-)[^']*' with binding")),
+    # A RuntimeClass the pod names that the cluster lacks (--runtime-class), and the policy engines' webhooks by name:
+    # unlike a driver's own webhook, neither is the product's.
+    ("RuntimeClass admission", re.compile(r'RuntimeClass "[^"]*" not found|pod rejected: RuntimeClass')),
+    ("policy engine", re.compile(r'admission webhook "[^"]*(gatekeeper|kyverno)[^"]*" denied')),
 )
 
 
