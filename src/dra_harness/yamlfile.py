@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import yaml
@@ -160,7 +160,7 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
 
 
 def _kind(value: Any) -> str:
-    names = {list: "a list", str: "a string", int: "an integer", float: "a number", bool: "a boolean", type(None): "null"}
+    names = {dict: "a mapping", list: "a list", str: "a string", int: "an integer", float: "a number", bool: "a boolean", type(None): "null"}
     return names.get(type(value), f"a {type(value).__name__}")
 
 
@@ -220,12 +220,52 @@ def field_path(err: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in err.absolute_path) or "(top level)"
 
 
+_TYPES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer", "number": "a number",
+          "boolean": "a boolean", "null": "null"}
+#: jsonschema's own message names only the schema and the file's keys for these; every other message quotes the value.
+_KEYS_ONLY = {"required", "additionalProperties", "dependentRequired", "dependencies"}
+#: What breaking each rule means, from the schema's side ({want}: the rule's own setting), never the value's.
+_SAYS = {
+    "const": "must be {want!r}", "pattern": "does not match the pattern {want}", "format": "is not a valid {want}",
+    "minimum": "must be at least {want}", "maximum": "must be at most {want}",
+    "exclusiveMinimum": "must be more than {want}", "exclusiveMaximum": "must be less than {want}",
+    "multipleOf": "must be a multiple of {want}",
+    "minLength": "must be at least {want} characters long", "maxLength": "must be at most {want} characters long",
+    "minItems": "must hold at least {want} items", "maxItems": "must hold at most {want} items",
+    "minProperties": "must hold at least {want} fields", "maxProperties": "must hold at most {want} fields",
+    "uniqueItems": "must not hold the same item twice", "contains": "holds no item of the kind it needs",
+    "oneOf": "matches none of the forms allowed here", "anyOf": "matches none of the forms allowed here",
+    "not": "is a value not allowed here",
+}
+
+
+def problem(err: jsonschema.ValidationError) -> str:
+    """What is wrong at ``err``'s field, told from the schema alone: never the value, which may be a credential.
+
+    jsonschema's messages quote the offending value (``'get-token --secret X' is not of type 'object'``), and a
+    kubeconfig's values are tokens, passwords and exec command lines; a CI log shows this line to everyone.
+    """
+    rule, want = str(err.validator), cast(Any, err.validator_value)
+    if rule in _KEYS_ONLY:
+        return " ".join(err.message.split())
+    if rule == "type":
+        wanted = [want] if isinstance(want, str) else list(want)
+        return f"must be {' or '.join(_TYPES.get(t, t) for t in wanted)}, not {_kind(err.instance)}"
+    if rule == "enum":
+        return f"must be one of {', '.join(repr(x) for x in want)}"
+    if rule == "oneOf" and not err.context:  # no branch's errors: more than one branch matched
+        return "matches more than one form allowed here"
+    if rule in ("minLength", "minItems", "minProperties") and want == 1:
+        return "must not be empty"
+    return _SAYS.get(rule, "is not valid here (schema rule {rule})").format(want=want, rule=rule)
+
+
 def validate(data: Any, schema: dict, error: type[Exception], prefix: str) -> None:
-    """Raise ``error("<prefix>: <field>: <problem>")`` for the first schema violation."""
+    """Raise ``error("<prefix>: <field>: <problem>")`` for the first schema violation, naming no value (:func:`problem`)."""
     try:
         jsonschema.validate(data, schema)
     except jsonschema.ValidationError as e:
-        raise error(f"{prefix}: {field_path(e)}: {' '.join(e.message.split())[:300]}") from None
+        raise error(f"{prefix}: {field_path(e)}: {problem(e)[:300]}") from None
 
 
 def seconds(value: float | str) -> float:

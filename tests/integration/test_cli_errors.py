@@ -62,7 +62,7 @@ def test_a_bad_hardware_file_names_the_field(tmp_path):
     )
     assert out.returncode != 0
     assert "Traceback" not in out.stdout + out.stderr
-    assert "nodes.n1.devices: 'many' is not of type 'integer'" in out.stdout + out.stderr
+    assert "nodes.n1.devices: must be an integer, not a string" in out.stdout + out.stderr
 
 
 def test_an_unknown_kubernetes_version_fails_the_suites_in_one_line():

@@ -17,7 +17,7 @@ def test_a_malformed_scenario_fails_in_one_line_before_any_cluster_starts():
     bad = ROOT / "fixtures" / "contention" / "malformed" / "04-priority-not-integer.yaml"
     out = subprocess.run([*CLI, "contention", "run", str(bad)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [f"error: scenario file {bad}: tiers[0].priority: 'high' is not of type 'integer'"]
+    assert out.stderr.strip().splitlines() == [f"error: scenario file {bad}: tiers[0].priority: must be an integer, not a string"]
 
 
 def test_contention_run_writes_the_design_comparison(small_cluster, tmp_path):

@@ -73,22 +73,22 @@ def _run(flag: str, *extra: str) -> Callable[[Path, Path], list[str]]:
 
 KINDS = {k.name: k for k in [
     Kind("hardware", "hardware.yaml", ROOT / "fixtures" / "hardware" / "embedded-default.yaml",
-         MALFORMED / "wrong-types" / "hardware.yaml", "nodes.gpu-node-0.devices: 'many' is not of type 'integer'",
+         MALFORMED / "wrong-types" / "hardware.yaml", "nodes.gpu-node-0.devices: must be an integer, not a string",
          _run("--expected-hardware")),
     Kind("design", "design.yaml", ROOT / "fixtures" / "designs" / "example.yaml",
-         MALFORMED / "wrong-types" / "design.yaml", "workloadClasses: {'name': 'interactive'",
+         MALFORMED / "wrong-types" / "design.yaml", "workloadClasses: must be a list, not a mapping",
          _run("--design-file")),
     Kind("scenario", "scenario.yaml", ROOT / "suites" / "contention-small.yaml",
-         MALFORMED / "wrong-types" / "scenario.yaml", "cluster.nodes: 'two' is not of type 'integer'",
+         MALFORMED / "wrong-types" / "scenario.yaml", "cluster.nodes: must be an integer, not a string",
          lambda path, tmp: ["contention", "run", str(path), "--cluster-name", NO_CLUSTER, "--out", str(tmp / "out")]),
     Kind("kubeconfig", "kubeconfig", UNREACHABLE, MALFORMED / "wrong-types" / "kubeconfig.yaml",
-         "clusters: {'name': 'c'", _run("--kubeconfig", "--cluster", "existing")),
+         "clusters: must be a list or null, not a mapping", _run("--kubeconfig", "--cluster", "existing")),
     Kind("kubeconfig-diagnose", "kubeconfig", UNREACHABLE, MALFORMED / "wrong-types" / "kubeconfig.yaml",
-         "clusters: {'name': 'c'", lambda path, tmp: ["diagnose", "--kubeconfig", str(path)]),
+         "clusters: must be a list or null, not a mapping", lambda path, tmp: ["diagnose", "--kubeconfig", str(path)]),
     Kind("summary", "summary.json", GOOD_SUMMARY, MALFORMED / "wrong-types" / "summary.json",
-         "results.0.outcome: 1 is not of type 'string'", lambda path, tmp: ["diff", str(path), str(GOOD_SUMMARY)]),
+         "results.0.outcome: must be a string, not an integer", lambda path, tmp: ["diff", str(path), str(GOOD_SUMMARY)]),
     Kind("run-json", "run.json", None, MALFORMED / "wrong-types" / "run.json",
-         "command: 'dra-harness run' is not of type 'array'", lambda path, tmp: ["report", str(path.parent)],
+         "command: must be a list, not a string", lambda path, tmp: ["report", str(path.parent)],
          in_run_dir=True),
 ]}
 
@@ -253,8 +253,8 @@ def test_a_malformed_kubeconfig_from_the_environment_fails_the_cli_in_one_line(t
 
 
 UNUSABLE_KUBECONFIGS = [
-    ("no-such-context.yaml", [], "no context 'elsewhere' (contexts: nowhere)"),
-    ("undefined-cluster.yaml", [], "context 'nowhere' names cluster 'missing', which it does not define"),
+    ("no-such-context.yaml", [], "current-context names no context the file defines (contexts: nowhere)"),
+    ("undefined-cluster.yaml", [], "context 'nowhere' names a cluster it does not define (clusters: nowhere)"),
     ("no-server.yaml", [], "cluster 'nowhere' has no server"),
     ("ca-not-a-certificate.yaml", [], "its certificate authority is unusable"),
     (UNREACHABLE, ["--context", "elsewhere"], "no context 'elsewhere' (contexts: nowhere)"),

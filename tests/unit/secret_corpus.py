@@ -36,6 +36,16 @@ class Corpus:
     azure_secret: str
     azure_account_key: str
     jwt: str
+    #: Issue 60: the tail of a YAML single-quoted password after its '' (an escaped quote), the later words of an
+    #: unquoted password with spaces, a password of under 6 characters, an env entry whose value precedes its name,
+    #: and tokens known by their prefix alone (Vault, GitHub, a Google API key).
+    yaml_quote_tail: str
+    multiword_tail: str
+    short_password: str
+    env_value_first: str
+    vault_token: str
+    github_token: str
+    gcp_api_key: str
 
     @classmethod
     def new(cls) -> Corpus:
@@ -51,6 +61,9 @@ class Corpus:
         def upper(n: int) -> str:
             return "".join(random.choice(string.ascii_uppercase + string.digits) for _ in range(n))
 
+        def base62(n: int) -> str:
+            return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(n))
+
         pem = tuple(b64(48) for _ in range(3))
         jwt = ".".join([b64url(b'{"alg":"RS256","typ":"JWT"}'), b64url(json.dumps({"sub": rand(8)}).encode()),
                         b64url(os.urandom(32))])
@@ -59,7 +72,12 @@ class Corpus:
                    exec_env_value="ev" + rand(10), aws_key_id="AKIA" + upper(16), aws_secret=b64(30),
                    gcp_key_lines=tuple(b64(48) for _ in range(3)),
                    azure_secret=f"{rand(1)}x{random.randint(0, 9)}Q~" + b64url(os.urandom(27))[:34].replace("-", "."),
-                   azure_account_key=b64(64), jwt=jwt)
+                   azure_account_key=b64(64), jwt=jwt,
+                   yaml_quote_tail="yq" + rand(8), multiword_tail="mw" + rand(8),
+                   # 5 characters, in a shape ('%' and '~' between) no other text of a run directory has.
+                   short_password=f"{base62(1)}%{base62(1)}~{base62(1)}",
+                   env_value_first="vf" + rand(10), vault_token="hvs.CAES" + base62(88), github_token="ghp_" + base62(36),
+                   gcp_api_key="AIza" + b64url(os.urandom(27))[:35])
 
     @classmethod
     def from_env(cls) -> Corpus:
@@ -107,6 +125,13 @@ class Corpus:
             "GCP service-account key": list(self.gcp_key_lines),
             "Azure secrets": [self.azure_secret, self.azure_account_key],
             "JWT": [self.jwt, self.jwt.split(".")[1]],
+            "YAML-escaped password": [self.yaml_quote_tail],
+            "multi-word password": [self.multiword_tail],
+            "short password": [self.short_password],
+            "env value before its name": [self.env_value_first],
+            "Vault token": [self.vault_token],
+            "GitHub token": [self.github_token],
+            "Google API key": [self.gcp_api_key],
         }
 
     def text(self) -> str:
@@ -124,6 +149,12 @@ class Corpus:
             f"sp created with secret {self.azure_secret}; "
             f"DefaultEndpointsProtocol=https;AccountName=ci;AccountKey={self.azure_account_key};EndpointSuffix=core.windows.net",
             f"id token seen in the audit log: {self.jwt}",
+            f"ldap: {{host: ldap.internal, password: 'it''s {self.yaml_quote_tail}'}}",
+            f"smtp password: correct horse {self.multiword_tail} staple",
+            f"redis password: {self.short_password}",
+            "exec plugin env, value first:", f"- value: {self.env_value_first}", "  name: GITHUB_TOKEN",
+            f"vault login printed {self.vault_token}", f"git remote set-url origin {self.github_token}",
+            f"maps client configured with {self.gcp_api_key}",
         ])
 
     def log_line(self) -> str:
@@ -156,6 +187,12 @@ class Corpus:
             f"        value: {self.aws_secret}",
             "      - name: VAULT_TOKEN",
             f"        value: {self.exec_env_value}",
+            f"      - value: {self.env_value_first}",
+            "        name: GITHUB_TOKEN",
+            "- name: basic",
+            "  user:",
+            "    username: ci",
+            f"    password: 'it''s {self.yaml_quote_tail}'",
         ])
 
     def argv(self) -> list[str]:

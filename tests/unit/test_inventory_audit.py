@@ -104,7 +104,7 @@ def test_other_drivers_are_ignored():
     "content, message",
     [
         ("driver: x\n", "(top level): 'nodes' is a required property"),
-        ("driver: x\nnodes: {a: {devices: -1}}\n", "nodes.a.devices: -1 is less than the minimum of 0"),
+        ("driver: x\nnodes: {a: {devices: -1}}\n", "nodes.a.devices: must be at least 0"),
         ("driver: x\nnodes: {a: {devices: 1, gpus: 2}}\n", "nodes.a: Additional properties are not allowed"),
         ("driver: [x\n", "not valid YAML"),
     ],

@@ -91,13 +91,49 @@ def test_each_new_form_of_a_credential_is_blanked(form):
         json.loads(clean)  # the file's syntax stays
 
 
+@pytest.mark.parametrize("form", [
+    "password: 'it''s abcdef123456'", "password: 'a''''b''abcdef123456' # rotated",
+    "<p>password: &#x27;it&#x27;&#x27;s abcdef123456&#x27;</p>",
+    "password: correct horse abcdef123456 staple", "token: two words abcdef123456 # a comment",
+    "{password: correct abcdef123456, user: x}",
+    "- value: abcdef123456\n  name: VAULT_TOKEN", '{"value": "abcdef123456", "name": "GITHUB_TOKEN"}',
+    "E         - value: abcdef123456\nE           name: DB_PASSWORD", "- value: with spaces abcdef123456\n  name: API_KEY",
+    "hvs.CAESIabcdef123456abcdef123456abcdef123456", "VAULT_TOKEN=hvb.abcdef123456abcdef123456",
+    "ghp_abcdef123456abcdef123456abcdef123456", "https://x.example/?t=gho_abcdef123456abcdef123456abcdef123456",
+    "github_pat_11ABCDEFG0abcdef123456_abcdef123456abcdef123456", "maps?key=AIzaSyabcdef123456abcdef123456abcdef123&z=1",
+])
+def test_each_form_of_a_credential_the_adversarial_review_found_is_blanked(form):
+    """A YAML '' escape, a password of several words, an env entry's value before its name, Vault, GitHub and
+    Google API tokens (issue 60): each kept some or all of abcdef123456 before."""
+    clean = redact(form)
+    assert "abcdef123456" not in clean and REDACTED in clean, clean
+    if form.startswith('{"'):
+        json.loads(clean)  # the file's syntax stays
+
+
+@pytest.mark.parametrize("form", ["password: ab1", "--token=x", "token: 1234", "passwd=q%w", "secret_access_key = k",
+                                  "client-secret: 12", '{"password": "ab"}'])
+def test_a_credential_of_under_six_characters_is_blanked(form):
+    """A short value went whole (issue 60): the unquoted pattern wanted six characters or more."""
+    clean = redact(form)
+    assert REDACTED in clean and not any(v in clean for v in ("ab1", "=x", "1234", "q%w", "= k", ": 12", '"ab"')), clean
+
+
+def test_none_true_and_false_are_not_taken_for_a_short_credential():
+    text = "{'token': None, 'password': ''}; \"token\": null, \"password\": false; password: ~; token: true\n"
+    assert redact(text) == text
+
+
 def test_an_exec_plugins_credential_env_goes_and_the_rest_of_the_kubeconfig_stays():
     corpus = Corpus.new()
     clean = redact(corpus.kubeconfig())
-    assert corpus.aws_secret not in clean and corpus.exec_env_value not in clean
+    for secret in (corpus.aws_secret, corpus.exec_env_value, corpus.env_value_first, corpus.yaml_quote_tail):
+        assert secret not in clean
     assert "name: AWS_PROFILE\n        value: ci" in clean and "command: aws" in clean
-    env = yaml.safe_load(clean)["users"][2]["user"]["exec"]["env"]  # still a kubeconfig
-    assert [e["name"] for e in env] == ["AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "VAULT_TOKEN"] and env[0]["value"] == "ci"
+    config = yaml.safe_load(clean)  # still a kubeconfig
+    env = config["users"][2]["user"]["exec"]["env"]
+    assert [e["name"] for e in env] == ["AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "VAULT_TOKEN", "GITHUB_TOKEN"]
+    assert env[0]["value"] == "ci" and config["users"][3]["user"] == {"username": "ci", "password": REDACTED}
 
 
 def test_ordinary_text_near_the_new_patterns_is_left_alone():
@@ -119,6 +155,14 @@ def test_many_unterminated_pem_headers_take_linear_time_not_quadratic():
     started = time.monotonic()
     assert redact("-----BEGIN X-----\nAAAA " * 20000).count(REDACTED) == 20000
     assert time.monotonic() - started < 10  # about 0.3 s; scanning from each header to the end ran for minutes
+
+
+@pytest.mark.parametrize("line", ["value: a " * 20000, "value:" * 100000, "token: a " * 20000, "password: 'a''" * 20000],
+                         ids=["value-words", "value-run", "token-words", "quote-escapes"])
+def test_a_long_line_of_many_credential_keys_takes_linear_time(line):
+    started = time.monotonic()
+    redact(line)
+    assert time.monotonic() - started < 10  # under 0.3 s each; a value-first env pattern that backed off took 6 minutes
 
 
 def test_redaction_is_idempotent():

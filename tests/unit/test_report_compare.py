@@ -207,8 +207,8 @@ def test_the_compare_command_writes_html_and_markdown_and_prints_the_html_path(t
     (["{a}"], "compare needs at least two runs, got 1"),
     (["{a}", "{missing}"], "{missing} does not exist"),
     (["{a}", "{empty}"], "{empty} is not a run directory"),
-    (["{a}", "{malformed}"], "summary {malformed}/summary.json: results: 'none' is not of type 'array'"),
-    (["{a}", "{foreign}"], "summary of {foreign}: results.0.evidence_text: 'x' is not of type 'array', 'null'"),
+    (["{a}", "{malformed}"], "summary {malformed}/summary.json: results: must be a list, not a string"),
+    (["{a}", "{foreign}"], "summary of {foreign}: results.0.evidence_text: must be a list or null, not a string"),
     (["{a}", "{a}", "--label", "only-one"], "1 --label for 2 runs: give one per run, or none"),
 ])
 def test_the_compare_command_refuses_bad_input_in_one_line_naming_it(tmp_path, args, message):

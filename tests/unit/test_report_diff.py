@@ -155,7 +155,7 @@ def test_a_run_without_summary_json_is_rebuilt_from_its_files(tmp_path):
 def test_a_malformed_summary_json_is_named_and_report_rebuilds_it(tmp_path):
     run = make_run(tmp_path / "run")
     (run / "summary.json").write_text('{"results": "none"}')
-    with pytest.raises(RunDirError, match=f"^summary {run / 'summary.json'}: results: 'none' is not of type 'array'$"):
+    with pytest.raises(RunDirError, match=f"^summary {run / 'summary.json'}: results: must be a list, not a string$"):
         load(run)
     write_report(run)  # rebuilt from the run's own files
     assert load(run)["verdict"] == "PASS"

@@ -203,9 +203,9 @@ def parse(raw: Any, file: str) -> Scenario:
     errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
-        message = err.message
+        message = yamlfile.problem(err)  # never the value itself, as for every file a user hands us
         if err.schema is _DURATION or (err.validator == "pattern" and err.validator_value == _DURATION["oneOf"][1]["pattern"]):
-            message = f"{err.instance!r} is not a duration (seconds, or a number with ms, s, m, h or d: 90s, 5m, 2h)"
+            message = "is not a duration (seconds, or a number with ms, s, m, h or d: 90s, 5m, 2h)"
         raise _fail(file, _field(err.absolute_path), message)
     tiers = []
     names = [t["name"] for t in raw["tiers"]]

@@ -30,6 +30,14 @@ class KubeconfigError(InputError):
 _STR = {"type": "string"}
 _NAMED: dict[str, Any] = {"type": ["array", "null"], "items": {"type": "object", "required": ["name"], "properties": {"name": _STR}}}
 
+#: An exec credential plugin: the client runs ``command`` with ``args`` and ``env``; a string where it wants a list
+#: would be split into characters and run, or fail in the client with a message quoting the value.
+_EXEC: dict[str, Any] = {"type": "object", "properties": {
+    "command": _STR, "apiVersion": _STR, "args": {"type": ["array", "null"], "items": _STR},
+    "env": {"type": ["array", "null"], "items": {"type": "object", "required": ["name", "value"],
+                                                  "properties": {"name": _STR, "value": _STR}}},
+}}
+
 #: The fields the client reads, with their types; everything else a kubeconfig may hold is let through.
 KUBECONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -55,7 +63,7 @@ KUBECONFIG_SCHEMA: dict[str, Any] = {
                 "token": _STR, "tokenFile": _STR, "username": _STR, "password": _STR,
                 "client-certificate": _STR, "client-certificate-data": _STR,
                 "client-key": _STR, "client-key-data": _STR,
-                "exec": {"type": "object"}, "auth-provider": {"type": "object"},
+                "exec": _EXEC, "auth-provider": {"type": "object", "properties": {"name": _STR, "config": {"type": "object"}}},
             }},
         }}},
     },
@@ -95,18 +103,24 @@ def _merged(files: list[str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _check_context(merged: dict[str, Any], context: str | None, prefix: str) -> None:
-    """The chosen context, its cluster and the cluster's server exist (the client's own messages name neither file nor fix)."""
+    """The chosen context, its cluster and the cluster's server exist (the client's own messages name neither file nor fix).
+
+    The names the file defines are quoted, and so is ``--context`` (the user's own argument); a reference in the
+    file that matches no name (current-context, a context's cluster) is not: it may be a credential pasted there.
+    """
     contexts = {n.value["name"]: n.value["context"] for n in merged["contexts"]}
     known = ", ".join(sorted(contexts)) or "none"
     name = context or merged.get("current-context")
     if not name:
         raise KubeconfigError(f"{prefix}: no current-context; pass --context (contexts: {known})")
     if name not in contexts:
-        raise KubeconfigError(f"{prefix}: no context {name!r} (contexts: {known})")
+        which = f"no context {context!r}" if context else "current-context names no context the file defines"
+        raise KubeconfigError(f"{prefix}: {which} (contexts: {known})")
     cluster = contexts[name]["cluster"]
     clusters = {n.value["name"]: n.value["cluster"] for n in merged["clusters"]}
     if cluster not in clusters:
-        raise KubeconfigError(f"{prefix}: context {name!r} names cluster {cluster!r}, which it does not define")
+        raise KubeconfigError(f"{prefix}: context {name!r} names a cluster it does not define "
+                              f"(clusters: {', '.join(sorted(clusters)) or 'none'})")
     if not clusters[cluster].get("server"):
         raise KubeconfigError(f"{prefix}: cluster {cluster!r} has no server")
 

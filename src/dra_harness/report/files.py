@@ -10,10 +10,11 @@ command line held, credentials are blanked before anything is written: bearer to
 HTTP Basic ``Authorization`` values, client secrets (``client-secret``, ``client_secret``,
 ``clientSecret``, as a key or a flag), credentials in URLs (``https://user:pass@host``),
 PEM blocks (a GCP service account's ``private_key`` among them), ``token``/``password``
-keys whatever punctuation their value holds, kubeconfig key data, the values of
-credential-named env entries (an exec plugin's ``users[].user.exec.env[]``), cloud keys
-(AWS ``AKIA``/``ASIA`` key ids and ``aws_secret_access_key``, Azure client secrets and
-``AccountKey``) and bare JWTs. The report is meant to be shared, the kubeconfig is not.
+keys whatever punctuation, spaces or length their value has, kubeconfig key data, the values of
+credential-named env entries (an exec plugin's ``users[].user.exec.env[]``, value before or
+after name), cloud keys (AWS ``AKIA``/``ASIA`` key ids and ``aws_secret_access_key``, Azure
+client secrets and ``AccountKey``, Google ``AIza`` API keys), Vault and GitHub tokens and bare
+JWTs. The report is meant to be shared, the kubeconfig is not.
 
 The same text reaches files in several encodings: as written, inside a JSON string
 (``\"clientSecret\": \"x\"``, ``\n`` for newlines), in XML (junit.xml: ``&quot;``,
@@ -56,23 +57,46 @@ _KEYS = (r"token|password|passwd|passphrase|client[-_]?secret|client-key-data|cl
 #: "client-key-data": "X", OIDC_CLIENT_SECRET=X, aws_secret_access_key = X (a key may follow '_', as in id_token).
 _LEAD = rf"(?i)(--?(?:{_FLAGS})(?:[= ]|{_Q}\s*,\s*)|(?<![A-Za-z0-9])(?:{_KEYS}){_Q}\s*[:=]\s*)"
 #: A quoted value runs to the closing quote of the form it opened with (an escaped quote of that form inside it
-#: included), so a password with commas, '&', '}' or spaces goes whole and the file's syntax stays. At most 1024
-#: characters: a quote never closed on its line costs a bounded scan, not one to the end of the file.
-_QUOTED = re.compile(_LEAD + r"""(\\*["']|&(?:quot|apos|#34|#39|#x22|#x27);)((?:(?!\2)(?:\\.|[^\\\n])){1,1024})(?=\2)""")
+#: included, and a doubled one: YAML's 'it''s'), so a password with commas, '&', '}' or spaces goes whole and the
+#: file's syntax stays. At most 1024 characters: a quote never closed on its line costs a bounded scan, not one to
+#: the end of the file.
+_QUOTED = re.compile(_LEAD + r"""(\\*["']|&(?:quot|apos|#34|#39|#x22|#x27);)((?:\2\2|(?!\2)(?:\\.|[^\\\n])){1,1024})(?=\2)""")
 #: An unquoted value stops at a space, a quote, a backslash, '<' or an XML/HTML quote or newline reference; a
 #: ',' or '}' only where more of the value follows (not a YAML flow mapping's separator or end: "{password: x}; ...").
 _UNQUOTED = r"""(?:[^\s"',}&\\<]|&(?!quot;|apos;|\#)|[,}](?=[^\s"',}&\\<;\])]))"""
-_CREDENTIAL = re.compile(_LEAD + rf"({_UNQUOTED}{{6,}})")
+#: Not a credential however short: what YAML, JSON and Python print for "none" ({'token': None}, "token": null).
+_NO_VALUE = r"""(?!(?:null|none|nil|true|false|~)(?:[\s"',}&\\<;\])]|$))"""
+#: Any length: a 4-character password is still one.
+_CREDENTIAL = re.compile(_LEAD + rf"({_NO_VALUE}{_UNQUOTED}+)")
+#: After "key:" (YAML, a log) a plain value runs to the end of the line, spaces and all ("password: correct horse
+#: battery staple"), up to a YAML comment; a flag's or an "X=" value is one word of a command line.
+_CREDENTIAL_WORDS = re.compile(rf"(?i)((?<![A-Za-z0-9])(?:{_KEYS}){_Q}[ \t]*:[ \t]*)"
+                               rf"({_NO_VALUE}{_UNQUOTED}+(?:[ \t]+(?!#){_UNQUOTED}+)*)")
 #: Names an environment variable holding a credential is given (AWS_SECRET_ACCESS_KEY, VAULT_TOKEN, DB_PASSWORD).
 _SECRET_NAME = r"[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE_KEY|ACCESS_KEY|API_KEY|AUTH)[A-Za-z0-9_]*"
 #: An env entry's value (an exec credential plugin's users[].user.exec.env[], or a pod's) when its name is such a name:
 #: "- name: X\n  value: V" in YAML (pytest's failure text puts "E" at the start of each line), {"name": "X", "value": "V"}
-#: in JSON.
-_ENV_VALUE = re.compile(rf"(?i)(name{_Q}\s*:\s*{_Q}{_SECRET_NAME}{_Q}(?:\s*,\s*{_Q}|\s*{_NL}(?:[E>|]\s)?[\s-]*)value{_Q}\s*:\s*{_Q})"
-                        r"""((?:[^\s"'\\<&]|&(?!quot;|apos;|\#))+)""")
+#: in JSON; in either order. The value runs over spaces to its quote or the end of the line ("value: a b c").
+_ENV_CHAR = r"""(?:[^\s"'\\<&]|&(?!quot;|apos;|\#))"""
+_ENV_V = rf"(?:{_ENV_CHAR}+(?:[ \t]+(?!#){_ENV_CHAR}+)*)"
+#: Between one field of the entry and the next: ", " in JSON, a newline and indentation in YAML.
+_ENV_SEP = rf"{_Q}(?:\s*,\s*{_Q}|\s*{_NL}(?:[E>|]\s)?[\s-]*)"
+_ENV_VALUE = re.compile(rf"(?i)(name{_Q}\s*:\s*{_Q}{_SECRET_NAME}{_ENV_SEP}value{_Q}\s*:\s*{_Q})({_ENV_V})")
+#: Value first, the name must follow in the same entry: never across a "- " to the next entry's name. The value is
+#: taken whole (an atomic group), at most 1024 characters and never over another "value:": backing off it to retry
+#: the name after each shorter prefix, or rescanning from each "value:" of a long line, cost minutes on a line of
+#: "value: x value: x ...".
+_ENV_FIRST_CHAR = rf"(?:(?!value{_Q}\s*:){_ENV_CHAR})"
+_ENV_VALUE_FIRST = re.compile(rf"(?i)((?<![A-Za-z0-9_])value{_Q}\s*:\s*{_Q})"
+                              rf"((?>{_ENV_FIRST_CHAR}(?:{_ENV_FIRST_CHAR}|[ \t]+(?![\s#])){{0,1023}}))"
+                              rf"(?={_Q}(?:\s*,\s*{_Q}|[ \t]*{_NL}(?:[E>|]\s)?[ \t]*)name{_Q}\s*:\s*{_Q}{_SECRET_NAME}(?![A-Za-z0-9_]))")
 #: Cloud keys that need no key name: AWS access key ids (long-lived AKIA, temporary ASIA), Azure AD client secrets
 #: (three characters, a digit, "Q~", 31 to 34 more), and bare JWTs (header.payload.signature, each base64url).
 _CLOUD_KEY = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|(?<![A-Za-z0-9_~.-])[A-Za-z0-9_.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")
+#: Tokens whose prefix says what they are: HashiCorp Vault (hvs. service, hvb. batch, hvr. recovery), GitHub
+#: (ghp_ classic, gho_ OAuth, ghu_/ghs_ app, ghr_ refresh, github_pat_ fine-grained) and Google API keys (AIza).
+_PREFIXED_TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:hv[sbr]\.[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+                             r"github_pat_[A-Za-z0-9_]{20,}|AIza[0-9A-Za-z_-]{35})")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 REDACTED = "[redacted]"
 
@@ -86,8 +110,11 @@ def redact(text: str) -> str:
     text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
     text = _JWT.sub(REDACTED, text)
     text = _CLOUD_KEY.sub(REDACTED, text)
+    text = _PREFIXED_TOKEN.sub(REDACTED, text)
     text = _ENV_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _ENV_VALUE_FIRST.sub(lambda m: m.group(1) + REDACTED, text)
     text = _QUOTED.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _CREDENTIAL_WORDS.sub(lambda m: m.group(1) + REDACTED, text)
     return _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
 
 
