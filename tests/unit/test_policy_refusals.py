@@ -19,7 +19,7 @@ REFUSED = [
     (403, 'pods "p" is forbidden: pod rejected: RuntimeClass "nvidia" not found', "RuntimeClass admission"),
     (403, 'admission webhook "validation.gatekeeper.sh" denied the request: [team-label] you must provide labels: {"team"}',
      "policy engine"),
-    (400, 'admission webhook "validate.kyverno.svc-fail" denied the request: policy Namespace/require-team: label team',
+    (403, 'admission webhook "validate.kyverno.svc-fail" denied the request: policy Namespace/require-team: label team',
      "policy engine"),
 ]
 
