@@ -56,6 +56,10 @@ def command_problems(code: str) -> list[str]:
             flag = word.split("=")[0].strip("[]").rstrip(",.")
             if flag.startswith("--") and len(flag) > 2 and flag not in options and flag != "--help":
                 out.append(f"`dra-harness {' '.join(path)}` has no option {flag}")
+            # A file of this repository a shown command is given (README's `--manifests deploy/claims.yaml` was none).
+            shown = word.split("=", 1)[-1]
+            if shown.startswith(_ROOTS) and not any(c in shown for c in "<>*{}$") and not (ROOT / shown).exists():
+                out.append(f"`dra-harness {' '.join(path)}` is shown a file that does not exist: {shown}")
     return out
 
 
@@ -89,3 +93,8 @@ def test_negative_control_a_renamed_flag_a_missing_command_and_a_moved_file_are_
     assert sorted(problems(page)) == ["`dra-harness cluster up` has no option --no-such-flag",
                                       "`dra-harness clusters`: no such command",
                                       "`providers/embedded/oci.py`: no such file or directory"]
+
+
+def test_negative_control_a_shown_command_given_a_file_that_does_not_exist_is_reported():
+    page = "`./harness upgrade check --to 1.38 --manifests deploy/claims.yaml`\n"
+    assert problems(page) == ["`dra-harness upgrade check` is shown a file that does not exist: deploy/claims.yaml"]
