@@ -138,3 +138,22 @@ def test_diagnose_names_a_node_selector_mismatch():
                tolerations=[TOLERATE_GPU], node_selector={"pool": "gpus"})
     view = ClusterView(slices=GKE_SLICES, classes={}, claims=[], nodes={n["metadata"]["name"]: n for n in GKE_NODES})
     assert diagnose_pod(None, said, view, {}).cause == "node-selector-mismatch"  # type: ignore[arg-type]
+
+
+def test_a_pod_pinned_to_a_node_that_is_not_ready_for_a_moment_waits_for_it():
+    """The other nodes' labels do not make the pinned node's passing taint final: the wait goes on."""
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+    nodes = [node("real-0", [not_ready]), *[node(f"gpu-{i}") for i in range(3)]]
+    said = pod("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 3 node(s) "
+               "didn't match Pod's node affinity/selector." + PREEMPTION, node_selector={"kubernetes.io/hostname": "real-0"})
+    refused = refusals.environment_refusal(said, nodes, [slice_on(n["metadata"]["name"]) for n in nodes])
+    assert refused is not None and refused.passing and refused.cause == "untolerated-taint"
+    assert "on all 1 of the 1 nodes with devices the pod selects" in refused.reason
+
+
+def test_a_pod_pinned_to_a_node_with_a_providers_taint_is_kept_off_for_good():
+    nodes = [node("gpu-0", [GPU_TAINT]), node("gpu-1")]
+    said = pod("0/2 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 1 node(s) didn't "
+               "match Pod's node affinity/selector." + PREEMPTION, node_selector={"kubernetes.io/hostname": "gpu-0"})
+    refused = refusals.environment_refusal(said, nodes, [slice_on("gpu-0"), slice_on("gpu-1")])
+    assert refused is not None and not refused.passing and refused.option == "--toleration nvidia.com/gpu:NoSchedule"

@@ -78,6 +78,8 @@ def lands(pod_spec: Obj, node: Obj) -> bool:
     return selects(pod_spec, node) and all(tolerates(tolerations, t) for t in blocking_taints(node))
 
 
+#: What :func:`keeps_off` says of a node the pod's node selector or required affinity does not admit.
+SELECTOR_MISMATCH = "node selector/affinity not matched"
 #: The taint a cordon means to the scheduler (its NodeUnschedulable filter lets pods that tolerate it through).
 CORDON = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
@@ -98,5 +100,5 @@ def keeps_off(pod_spec: Obj, node: Obj) -> str | None:
         if not tolerates(tolerations, taint):
             return f"untolerated taint {taint_text(taint)}"
     if not selects(pod_spec, node):
-        return "node selector/affinity not matched"
+        return SELECTOR_MISMATCH
     return None

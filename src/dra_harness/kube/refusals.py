@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from dra_harness.kube.placement import keeps_off
+from dra_harness.kube.placement import SELECTOR_MISMATCH, keeps_off
 from dra_harness.kube.types import Obj
 
 #: ``0/5 nodes are available: 1 X, 4 Y. preemption: ...``: the counted part, before the preemption's own.
@@ -130,11 +130,16 @@ _NODE_JUDGED = re.compile(r"untolerated taint|were unschedulable|node affinity|r
 
 
 def _kept_off(blocked: dict[str, str], said: str) -> Refusal:
-    """Every device node keeps the pod off for a reason judged on the node: name it, and the option for a taint."""
-    why, count = Counter(blocked.values()).most_common(1)[0]
-    whole = count == len(blocked)
-    reason = (f"{why} on {'all ' if whole else ''}{count} of the {len(blocked)} nodes with devices"
-              f"{'' if whole else ' (the others: ' + ', '.join(sorted(set(blocked.values()) - {why})) + ')'}; "
+    """Every device node keeps the pod off for a reason judged on the node: name it, and the option for a taint.
+    The nodes the pod selects are what matter (a pod pinned to one node is not kept off by the others' labels):
+    a taint or cordon there is the reason, and where one of them passes by itself, so may the refusal."""
+    selected = {n: why for n, why in blocked.items() if why != SELECTOR_MISMATCH}
+    reasons = selected or blocked
+    why, count = Counter(reasons.values()).most_common(1)[0]
+    whole = count == len(reasons)
+    where = "nodes with devices" + (" the pod selects" if selected and len(selected) < len(blocked) else "")
+    reason = (f"{why} on {'all ' if whole else ''}{count} of the {len(reasons)} {where}"
+              f"{'' if whole else ' (the others: ' + ', '.join(sorted(set(reasons.values()) - {why})) + ')'}; "
               f"the scheduler says: {said}")
     option = None
     if whole and why.startswith("untolerated taint "):
@@ -142,7 +147,7 @@ def _kept_off(blocked: dict[str, str], said: str) -> Refusal:
         key, _, effect = taint.rpartition(":")
         option = f"--toleration {key.partition('=')[0]}:{effect}"
         reason += f" (pass {option})"
-    passing = all(_PASSING.search(w) for w in blocked.values())
+    passing = any(_PASSING.search(w) for w in reasons.values())
     cause = ("untolerated-taint" if why.startswith("untolerated taint") else "cordoned" if why == "cordoned"
              else "node-selector-mismatch")
     return Refusal(reason, passing=passing, option=option, cause=cause)
