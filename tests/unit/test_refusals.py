@@ -157,3 +157,13 @@ def test_a_pod_pinned_to_a_node_with_a_providers_taint_is_kept_off_for_good():
                "match Pod's node affinity/selector." + PREEMPTION, node_selector={"kubernetes.io/hostname": "gpu-0"})
     refused = refusals.environment_refusal(said, nodes, [slice_on("gpu-0"), slice_on("gpu-1")])
     assert refused is not None and not refused.passing and refused.option == "--toleration nvidia.com/gpu:NoSchedule"
+
+
+def test_a_pod_for_another_drivers_nodes_is_judged_on_those_nodes_not_called_a_selector_mismatch():
+    """The run's own simulated drivers (partitions, contention) have nodes of their own: a pod selecting them and
+    refused there by DRA is DRA's to judge, not a node selector that admits none of the profile driver's nodes."""
+    nodes = [node("gpu-0"), node("part-0", labels={"part": "a"})]
+    slices = [slice_on("gpu-0"), slice_on("part-0", "partition.dra-harness.io")]
+    said = pod("0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node "
+               "affinity/selector." + PREEMPTION, node_selector={"part": "a"})
+    assert refusals.environment_refusal(said, nodes, slices, frozenset({DRIVER})) is None

@@ -100,7 +100,16 @@ def unschedulable_message(pod: Obj) -> str | None:
 def environment_refusal(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str] = frozenset()
                         ) -> Refusal | None:
     """The environment's refusal of an unschedulable ``pod`` (see the module's docstring), or None when DRA (or a
-    reason not known here) refused it on a node that could take it, or the scheduler has not refused it."""
+    reason not known here) refused it on a node that could take it, or the scheduler has not refused it.
+    ``drivers``: whose devices the pod is taken to want; a pod that selects none of their nodes may want another's
+    (the run's own simulated drivers), so it is judged again against every driver's nodes."""
+    refused = _judged(pod, nodes, slices, drivers)
+    if drivers and refused is not None and refused.cause == "node-selector-mismatch":
+        return _judged(pod, nodes, slices, frozenset())
+    return refused
+
+
+def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str]) -> Refusal | None:
     message = unschedulable_message(pod)
     if message is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None

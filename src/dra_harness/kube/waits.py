@@ -171,6 +171,8 @@ def watch_until(
     snap = Snapshot()
     outage = Outage()
     placement = _Placement(kube)
+    # A wait that no pod at all satisfies waits for pods to go: one the scheduler refuses is no reason to stop it.
+    judge_refusals = environment and res.kind == "Pod" and not _met_by_none(done)
 
     def relist() -> str:
         items, version = kube.list_with_version(res, namespace, label_selector, field_selector)
@@ -188,14 +190,14 @@ def watch_until(
             if reason:
                 raise WaitFailed(what, reason, current)
         if environment and res.kind == "Pod":
-            blocker = podstates.environment_blocker(current) or placement.refusal(current)
+            blocker = podstates.environment_blocker(current) or (placement.refusal(current) if judge_refusals else None)
             if blocker:
                 raise WaitBlocked(what, blocker, current)
         return False
 
     def timed_out() -> WaitTimeout:
         current = snap.values()
-        if environment and res.kind == "Pod" and (refused := placement.refusal(current, final=True)):
+        if judge_refusals and (refused := placement.refusal(current, final=True)):
             # judged by the cause the cluster states: a taint or cordon that did not lift is no fault of DRA's
             raise WaitBlocked(what, f"still after {timeout:.0f}s: {refused}", current)
         if why:
@@ -258,6 +260,13 @@ def watch_until(
                 raise
             must_relist = True
             time.sleep(max(0.0, min(outage.down(e), deadline - time.monotonic())))
+
+
+def _met_by_none(done: Callable[[list[Obj]], bool]) -> bool:
+    try:
+        return bool(done([]))
+    except Exception:  # noqa: BLE001 - a condition written for a non-empty list: it waits for pods to be there
+        return False
 
 
 class _Placement:
