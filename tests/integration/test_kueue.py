@@ -171,3 +171,18 @@ def test_the_run_sweep_removes_the_queue_designs_kueue_objects_from_a_cluster_th
         assert sweep_run(kube, other, timeout=60) == []
     finally:
         kueue.stop(small_cluster, kube, running)
+
+
+def test_a_start_right_after_a_stop_waits_for_the_terminating_namespace_instead_of_failing(small_cluster):
+    """The queue design's probes stop Kueue and start it again at once: the namespace the stop deletes must be gone
+    before the start writes into it (before: 403 "because it is being terminated", and `contention size` exited 2)."""
+    kube = small_cluster.kube()
+    running = kueue.start(small_cluster, kube, {GPU: [CLASS]})
+    kueue.stop(small_cluster, kube, running)
+    assert kube.get(rest.NAMESPACES, kueue_api.NAMESPACE)["metadata"].get("deletionTimestamp"), "the stop deletes it"
+    again = kueue.start(small_cluster, kube, {GPU: [CLASS]})
+    try:
+        namespace = kube.get(rest.NAMESPACES, kueue_api.NAMESPACE)
+        assert not namespace["metadata"].get("deletionTimestamp") and again.namespace_created
+    finally:
+        kueue.stop(small_cluster, kube, again)

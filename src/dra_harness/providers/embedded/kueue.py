@@ -33,7 +33,7 @@ from dra_harness.errors import ClusterError
 from dra_harness.kube import rest
 from dra_harness.kube.kueue_api import METRICS_READER, NAMESPACE, OBJECTS
 from dra_harness.kube.rest import Kube
-from dra_harness.kube.waits import WaitTimeout, watch_until
+from dra_harness.kube.waits import WaitTimeout, wait_for_deletion, watch_until
 from dra_harness.providers.embedded import ports as port_registry
 from dra_harness.providers.embedded.core import ClusterCore
 from dra_harness.providers.embedded.pki import PKI
@@ -54,6 +54,8 @@ READY_DEADLINE_S = 120.0
 #: finalizer lists and deletes each kind's objects: about a second here, nudged); a start waits as long
 #: for CRDs of an earlier run still being removed.
 CRD_REMOVAL_DEADLINE_S = 120.0
+#: How long the namespace an earlier Kueue's stop is deleting may take to go (the namespace controller: seconds).
+NAMESPACE_GONE_S = 60.0
 #: A CRD still there this long after its deletion is touched (``NUDGE_ANNOTATION``), see ``_wait_crds_removed``.
 CRD_NUDGE_AFTER_S = 3.0
 NUDGE_ANNOTATION = "dra-harness.io/removal-nudge"
@@ -153,11 +155,7 @@ def start(cluster: ClusterCore, kube: Kube, device_class_mappings: dict[str, lis
     config = directory / "config.yaml"
     config.write_text(yaml.safe_dump(configuration(webhook_port, health_port, ports["metrics"], certs, device_class_mappings, source)))
 
-    try:
-        kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
-        namespace_created = True
-    except rest.Conflict:
-        namespace_created = False
+    namespace_created = _own_namespace(kube)
     _grant_metrics_reader(kube)
     crds = _crds(source, url, ca_bundle)
     names = {c["metadata"]["name"] for c in crds}
@@ -272,6 +270,22 @@ def stop(cluster: ClusterCore, kube: Kube, kueue: Kueue) -> None:
         log.warning("%s; the API server is still removing them", e)
     if kueue.namespace_created:
         kube.delete(rest.NAMESPACES, NAMESPACE)
+
+
+def _own_namespace(kube: Kube) -> bool:
+    """Kueue's namespace, created now (True) or already there and kept (False). One that an earlier stop is deleting
+    is waited out first: created into while it terminates, every write there is refused ("unable to create new
+    content in namespace kueue-system because it is being terminated"; the queue design's probes stop and start
+    Kueue back to back, and `contention size` exited 2 on it)."""
+    try:
+        kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        return True
+    except rest.Conflict:
+        if not kube.get(rest.NAMESPACES, NAMESPACE)["metadata"].get("deletionTimestamp"):
+            return False
+    wait_for_deletion(kube, rest.NAMESPACES, NAMESPACE, NAMESPACE_GONE_S)
+    kube.create(rest.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    return True
 
 
 def _wait_crds_removed(kube: Kube, names: set[str], what: str) -> None:
