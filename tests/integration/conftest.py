@@ -27,7 +27,7 @@ LAST = ("test_kueue", "test_contention_queue", "test_canary", "test_upgrade", "t
 
 #: The longest modules (several minutes each on one worker) start first: the workers take modules in
 #: collection order, and one of these started last kept the others idle for minutes.
-FIRST = ("test_suites_pass", "test_contention_existing", "test_staging_twin", "test_twin_shapes")
+FIRST = ("test_suites_pass", "test_contention_existing", "test_staging_twin", "test_twin_shapes", "test_twin_managed")
 
 #: The longest of LAST (8 and 6 min on one worker), started with FIRST when nothing builds behind the tests:
 #: started last, the kind module kept the other worker idle for the last 2.5 min of a warm CI run (98c8968's),
