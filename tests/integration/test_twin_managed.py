@@ -25,9 +25,9 @@ pytestmark = pytest.mark.cluster
 
 def test_a_managed_gpu_offering_fails_nothing_names_its_options_and_with_them_the_run_establishes_its_checks(
         binaries, tmp_path):
-    """A managed shape drawn from the seed (a provider's taint on every GPU node, a namespace-label policy), run as
-    a new user would: without options, no FAIL and exit 3 with the one line that says why and what to pass; then
-    with the options the preflight named (the policy's label value is the user's to know), no FAIL and exit 0."""
+    """Run as a new user would: without options, no FAIL and exit 3 with the one line that says why and what to pass;
+    with the options the preflight named (the policy's label value is the user's to know), no FAIL and at least 80 %
+    of what the same twin establishes once its managed rules are lifted."""
     rng = random.Random(SEED)
     shape = Shape(seed=SEED, gpu_taint=rng.randrange(len(twin_managed.PROVIDER_TAINTS)), namespace_label="team")
     print(f"\nshape {shape.describe()}")
@@ -35,15 +35,18 @@ def test_a_managed_gpu_offering_fails_nothing_names_its_options_and_with_them_th
         bare = run.judge(cluster, made, tmp_path / "bare", extra=("--min-established=50",), exits=(3,))
         named = json.loads((tmp_path / "bare" / "preflight.json").read_text())["hints"]
         tolerations = [h.split()[1] for h in named if h.startswith("--toleration ")]
-        options = (*(f"--toleration={t}" for t in tolerations), "--namespace-label=team=ml", "--min-established=50")
-        complied = run.judge(cluster, made, tmp_path / "complied", extra=options)
-    print("| managed shape | options | passed | not established | skipped | failed | minutes |")
-    for judgement, given in ((bare, "none"), (complied, " ".join(options[:-1]))):
-        print(f"| {shape.describe().split('managed rules ')[1]} | {given} {judgement.row().split('|', 2)[2]}")
+        options = (*(f"--toleration={t}" for t in tolerations), "--namespace-label=team=ml")
+        complied = run.judge(cluster, made, tmp_path / "complied", extra=options, exits=(0, 3))
+        twin_managed.lift(cluster.kube(), cluster.state().spec.all_node_names(), shape.taint, shape.namespace_label)
+        plain = run.judge(cluster, made, tmp_path / "plain", exits=(0, 3))
+    print("| the twin | options | passed | not established | skipped | failed | minutes |")
+    for judgement, rules_, given in ((bare, "managed", "none"), (complied, "managed", " ".join(options)),
+                                     (plain, "lifted", "none")):
+        print(f"| {rules_} | {given} {judgement.row().split('|', 2)[2]}")
     assert tolerations == [rules.toleration_text({**shape.taint, "operator": "Exists"})], named
     assert any(h.startswith("--namespace-label KEY=VALUE") for h in named), named
     assert bare.ok, bare.explain()
     assert "tested too little: established" in bare.output and "--toleration" in bare.output, bare.output[-2000:]
-    assert complied.ok, complied.explain()
-    established = complied.outcomes["passed"] + complied.outcomes["failed"]
-    assert established >= 2 * max(1, bare.outcomes["passed"]), (bare.explain(), complied.explain())
+    assert complied.ok and plain.ok, complied.explain() + "\n" + plain.explain()
+    # Established: passed (a FAIL would have failed the judgements above).
+    assert complied.outcomes["passed"] >= 0.8 * plain.outcomes["passed"], complied.explain() + "\n" + plain.explain()

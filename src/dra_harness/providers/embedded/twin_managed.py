@@ -72,3 +72,24 @@ def require_namespace_label(kube: Kube, key: str) -> None:
 def describe(taint: Obj | None, label: str) -> str:
     return ", ".join(filter(None, [f"GPU pool tainted {taint_text(taint)}" if taint else "",
                                    f"namespaces need label {label}" if label else ""])) or "none"
+
+
+def lift(kube: Kube, nodes: list[str], taint: Obj | None, label: str) -> None:
+    """The same twin without its managed rules: what a run establishes there is what the rules' options must give."""
+    if taint:
+        for name in nodes:
+            node = kube.get(rest.NODES, name)
+            kube.patch(rest.NODES, name, {"spec": {"taints": [t for t in node["spec"].get("taints") or [] if t != taint]}})
+    if label:
+        kube.delete(rest.VALIDATING_ADMISSION_POLICY_BINDINGS, POLICY)
+        kube.delete(rest.VALIDATING_ADMISSION_POLICIES, POLICY)
+
+        def admitted() -> None:
+            try:
+                kube.create(rest.NAMESPACES, {"metadata": {"name": "policy-probe"}}, dry_run=True)
+            except rest.ApiError as e:
+                if POLICY in e.message:
+                    raise NotYet("an unlabelled namespace is still refused") from e
+                raise
+
+        until(time.monotonic() + 30, 0.5, log, f"the {POLICY} policy to be gone")(admitted)
