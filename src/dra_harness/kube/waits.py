@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 import urllib3
 
 from dra_harness import lifetime
-from dra_harness.kube import events, podstates, refusals
-from dra_harness.kube import rest
+from dra_harness.kube import events, podstates, refusals, rest
 from dra_harness.kube.rest import ApiError, Gone, Kube, Resource, Unreachable
 from dra_harness.kube.types import Obj
 from dra_harness.errors import CheckError, NotEstablished
