@@ -32,7 +32,7 @@ class Gang:
 
 
 def free_devices(cluster: ClusterHandle, count: int) -> tuple[str, list[Obj]]:
-    """A node the harness's pods may use (not cordoned, no NoSchedule/NoExecute taint) with ``count`` devices nobody
+    """A node the harness's pods may use (not cordoned, no taint its rules do not tolerate) with ``count`` devices nobody
     holds, and those devices (lowest names first). A drawn staging shape cordoned the node with the most free devices."""
     usable = set(cluster.schedulable_nodes())
     for node, devices in sorted(cluster.free_devices().items()):

@@ -18,7 +18,8 @@ from typing import Literal, TypeVar
 from kubernetes import client
 
 from dra_harness.kube import builders, kueue_api, rest
-from dra_harness.kube.pods import allocated_devices, blocking_taints, pod_ready
+from dra_harness.kube.placement import keeps_off
+from dra_harness.kube.pods import allocated_devices, pod_ready
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import watch_until
 from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
@@ -206,10 +207,11 @@ class ClusterHandle:
         return rest.device_taint_rules(self.kube)
 
     def schedulable_nodes(self) -> list[str]:
-        """Nodes the scheduler may place the harness's pods on, sorted: not cordoned, and no NoSchedule or
-        NoExecute taint (its pods tolerate none; a staging node tainted for maintenance takes none of them)."""
-        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if not n["spec"].get("unschedulable")
-                      and not blocking_taints(n))
+        """Nodes the scheduler may place the harness's device pods on, sorted: not cordoned, no NoSchedule or
+        NoExecute taint but those the cluster's rules tolerate (``--toleration``: a managed GPU pool's), and selected
+        by the rules' node selector (a staging node tainted for maintenance takes none of them)."""
+        device_pod = self.kube.rules.shape("Pod", {"spec": {"resourceClaims": [{"name": "gpu"}]}})["spec"]
+        return sorted(n["metadata"]["name"] for n in self.kube.list(rest.NODES) if keeps_off(device_pod, n) is None)
 
     def runs_containers(self) -> bool:
         """Whether any node runs real containers (a kubelet, not KWOK)."""
