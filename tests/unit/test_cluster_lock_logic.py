@@ -14,7 +14,7 @@ import itertools
 
 import pytest
 
-from dra_harness.errors import HarnessError, LockLost
+from dra_harness.errors import HarnessError, LockLost, LockTimeout, NotEstablished
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.lock import EXCLUSIVE, KIND_LABEL, LEASES, ClusterLock
@@ -285,3 +285,21 @@ def test_a_409_on_another_runs_lease_is_waited_for_not_taken_as_ours(store):
     assert not lock._create(EXCLUSIVE, "exclusive")
     assert not lock._held and store.items[EXCLUSIVE]["metadata"]["labels"][RUN_LABEL] == "b"
 
+
+def test_waiting_past_the_deadline_for_another_run_is_not_established_and_names_the_holder(store, request):
+    """Before, LockTimeout was a harness error: the test was reported as an error (a FAIL of the run)."""
+    from tests.unit.test_fail_fast import _report
+
+    clock = Clock()
+    lock = _lock(store, "a", clock)
+    lock.wait_s = 1.0  # out before the lease could look expired (3 s unchanged)
+    ticking = lambda: setattr(clock, "t", clock.t + 1) or clock.t  # noqa: E731 - a clock that moves as it is read
+    lock.clock = ticking
+    _foreign(store)
+    with pytest.raises(LockTimeout) as waited, lock.shared():
+        pass
+    assert isinstance(waited.value, NotEstablished)
+    assert "run b's exclusive section (lease default/dra-harness-exclusive, holder b/1)" in str(waited.value)
+    report = _report(request, waited.value, when="setup")
+    assert report.outcome == "skipped", report.outcome
+    assert report.longrepr[2].startswith("Skipped: not established: run a waited 1s for run b's exclusive section")
