@@ -72,6 +72,7 @@ from dra_harness.providers.lock_others import KIND_LABEL as KIND_LABEL
 from dra_harness.providers.lock_others import LEASES as LEASES
 from dra_harness.providers.lock_others import OtherRuns, run_of, section, version_of, where
 from dra_harness.providers.lock_others import refuse_blind_runs as refuse_blind_runs
+
 #: The token of one take of a lease: a create whose answer was lost is recognised as ours by it.
 ATTEMPT_ANNOTATION = "dra-harness.io/lock-attempt"
 #: How long taking the lock rides out an API server that does not answer or turns requests away (429, 5xx): a
