@@ -16,9 +16,9 @@ The bases say whose move it is:
 - :class:`CheckError`: a check could not be carried out to a verdict (a wait that ran out
   of time with its explanation, a probe that printed no report, a load generator that
   failed); inside a test it is the test's failure message.
-- :class:`LockTimeout`: another run on the same cluster held what this run waited for.
 - :class:`NotEstablished`: the cluster lacks what a check needs (an image it can pull, a right,
   free devices); the check is "not established" with that reason, never a FAIL of the product.
+  :class:`LockTimeout` is one: another run on the same cluster held what this run waited for.
 
 
 - :class:`LockLost`: a Lease this run held is no longer its own (taken over, deleted, or not
@@ -60,10 +60,6 @@ class CheckError(HarnessError):
     """A check could not be carried out to a verdict; the message says what was seen instead."""
 
 
-class LockTimeout(HarnessError):
-    """Another run on the same cluster held what this run waited for, past the deadline."""
-
-
 class NotEstablished(HarnessError):
     """The harness could not test: the environment lacks what the check needs (the message names it).
 
@@ -71,6 +67,13 @@ class NotEstablished(HarnessError):
     the cluster did not let us find out. Raised before anything is created where a preflight fact
     shows it, or as soon as a wait sees a state that cannot turn good (an image that cannot be pulled).
     """
+
+
+class LockTimeout(NotEstablished):
+    """Another run on the same cluster held what this run waited for, past the deadline (the message names it).
+
+    Not established, never an error or a FAIL: the cluster was busy with another run, which says nothing of the
+    product, nor of the harness."""
 
 
 class LockLost(HarnessError):

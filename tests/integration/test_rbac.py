@@ -40,6 +40,7 @@ EVERYDAY = [
     ("create", "scheduling.k8s.io", "priorityclasses", "", ""), ("list", "resource.k8s.io", "resourceclaims", "", "any"),
     ("watch", "resource.k8s.io", "resourceslices", "", ""), ("get", "resource.k8s.io", "deviceclasses", "", ""),
     ("create", _RBAC, "rolebindings", "", "any"), ("create", "coordination.k8s.io", "leases", "", "default"),
+    ("list", "coordination.k8s.io", "leases", "", ""),  # other runs' leases, whatever their lease namespace
 ]
 #: Granted only inside a namespace the harness created and bound dra-harness-namespace in ("own").
 IN_OWN_NAMESPACE = [

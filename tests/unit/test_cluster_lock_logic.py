@@ -14,7 +14,7 @@ import itertools
 
 import pytest
 
-from dra_harness.errors import HarnessError, LockLost
+from dra_harness.errors import HarnessError, LockLost, LockTimeout, NotEstablished
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL
 from dra_harness.providers.lock import EXCLUSIVE, KIND_LABEL, LEASES, ClusterLock
@@ -27,6 +27,8 @@ class FakeLeases:
         self.items: dict[str, dict] = {}
         self.fail_renewals: list[BaseException] = []  # raised, one per renewal (patch), before the store is touched
         self.renewals = 0
+        self.lose_answers = 0  # creates applied whose answer is lost (Unreachable), one each
+        self.on_lost = lambda: None  # what happens meanwhile (the test's clock moves on, say)
         self._rv = itertools.count(100)
         self._uid = itertools.count(1)
 
@@ -39,9 +41,14 @@ class FakeLeases:
         if name in self.items:
             raise rest.Conflict(409, "AlreadyExists", name)
         lease = copy.deepcopy(body)
-        lease["metadata"]["uid"] = f"uid-{next(self._uid)}"
+        lease["metadata"].update(uid=f"uid-{next(self._uid)}", namespace=namespace or "default")
         self.items[name] = lease
-        return self._stamp(lease)
+        answer = self._stamp(lease)
+        if self.lose_answers:  # applied, and the answer lost on the way back
+            self.lose_answers -= 1
+            self.on_lost()
+            raise rest.Unreachable("API server unreachable: ProtocolError")
+        return answer
 
     def get(self, res, name, namespace=None):
         if name not in self.items:
@@ -105,6 +112,7 @@ def store() -> FakeLeases:
 def _lock(store: FakeLeases, run: str, clock: Clock) -> ClusterLock:
     lock = ClusterLock(store, run, lease_s=3.0)  # type: ignore[arg-type]  # a fake of Kube's lease verbs
     lock.clock = clock
+    lock.poll_s = 0.01  # what rest.answered waits between tries, in real time
     lock._ensure_renewer = lambda: None  # type: ignore[method-assign]  # the test drives each renewer pass
     return lock
 
@@ -234,3 +242,64 @@ def test_a_disruptor_stops_at_its_next_step_once_the_lock_is_lost_and_still_rest
         disruptor.drain("n1")  # stops before evicting anything
     assert [c[0] for c in kube.calls if c[0] == "PATCH"] == ["PATCH", "PATCH"]  # cordoned, then restored
     assert not kube.node("n1")["spec"].get("unschedulable")
+
+
+# -- issue #60 --------------------------------------------------------------------------------
+def _shared_leases(store: FakeLeases) -> list[dict]:
+    return [x for x in store.items.values() if x["metadata"]["labels"][KIND_LABEL] == "shared"]
+
+
+def test_a_create_whose_answer_was_lost_is_read_back_as_ours_and_renewed(store):
+    """Applied, its answer lost, asked again: 409. Before, the 409 read as another run's lease and the test ran
+    under a lease nobody renewed."""
+    clock = Clock()
+    lock = _lock(store, "a", clock)
+    store.lose_answers = 1
+    with lock.shared():
+        [lease] = _shared_leases(store)
+        assert lease["metadata"]["name"] in lock._held, "the test runs under a lease this run does not renew"
+        created = lease["metadata"]["resourceVersion"]
+        clock.t += lock.renew_every
+        lock._renew_due()
+        assert lease["metadata"]["resourceVersion"] != created  # renewed
+        lock.ensure_held()
+    assert not store.items
+
+
+def test_a_lost_answer_recognised_only_after_the_renew_deadline_is_deleted_and_made_anew(store):
+    """Another run may have seen it unchanged for its duration meanwhile: held as it was, it would come back to life."""
+    clock = Clock()
+    lock = _lock(store, "a", clock)
+    store.lose_answers = 1
+    store.on_lost = lambda: setattr(clock, "t", clock.t + 10)  # the API server away for 10 s
+    with lock.shared():
+        [lease] = _shared_leases(store)
+        assert lease["metadata"]["uid"] == "uid-2", "the lease created 10 s ago is held as if it were new"
+        assert [h.lease["metadata"]["uid"] for h in lock._held.values()] == ["uid-2"]
+
+
+def test_a_409_on_another_runs_lease_is_waited_for_not_taken_as_ours(store):
+    clock = Clock()
+    lock = _lock(store, "a", clock)
+    _foreign(store)
+    assert not lock._create(EXCLUSIVE, "exclusive")
+    assert not lock._held and store.items[EXCLUSIVE]["metadata"]["labels"][RUN_LABEL] == "b"
+
+
+def test_waiting_past_the_deadline_for_another_run_is_not_established_and_names_the_holder(store, request):
+    """Before, LockTimeout was a harness error: the test was reported as an error (a FAIL of the run)."""
+    from tests.unit.test_fail_fast import _report
+
+    clock = Clock()
+    lock = _lock(store, "a", clock)
+    lock.wait_s = 1.0  # out before the lease could look expired (3 s unchanged)
+    ticking = lambda: setattr(clock, "t", clock.t + 1) or clock.t  # noqa: E731 - a clock that moves as it is read
+    lock.clock = ticking
+    _foreign(store)
+    with pytest.raises(LockTimeout) as waited, lock.shared():
+        pass
+    assert isinstance(waited.value, NotEstablished)
+    assert "run b's exclusive section (lease default/dra-harness-exclusive, holder b/1)" in str(waited.value)
+    report = _report(request, waited.value, when="setup")
+    assert report.outcome == "skipped", report.outcome
+    assert report.longrepr[2].startswith("Skipped: not established: run a waited 1s for run b's exclusive section")

@@ -39,11 +39,11 @@ def test_running_pods_waiting_ones_for_other_reasons_and_pods_being_deleted_bloc
                                           _pod("ErrImagePull", deleting=True)]) is None
 
 
-def _report(request, error: BaseException) -> pytest.TestReport:
+def _report(request, error: BaseException, when: str = "call") -> pytest.TestReport:
     def raise_it():
         raise error
 
-    call = pytest.CallInfo.from_call(raise_it, when="call")
+    call = pytest.CallInfo.from_call(raise_it, when=when)
     hook = pytest_plugin.pytest_runtest_makereport(request.node, call)
     next(hook)
     with pytest.raises(StopIteration) as done:

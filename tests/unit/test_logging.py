@@ -318,7 +318,7 @@ def test_run_passes_the_level_to_pytests_live_log(flags, passed, harness_logger,
 
     seen: list[list[str]] = []
     monkeypatch.setattr(runner, "_pytest", lambda args, cwd: seen.append(args) or 0)
-    monkeypatch.setattr(runner, "_fingerprint", lambda provider, console: {})
+    monkeypatch.setattr(runner, "_fingerprint", lambda provider, console, run_id: {})
     monkeypatch.setattr(runner.inputs, "check", lambda *args: None)  # no cluster to check here
     result = CliRunner().invoke(main, [*flags, "run", "--cluster", "existing", "--report-dir", str(tmp_path / "report")])
     assert result.exit_code == 0, result.output

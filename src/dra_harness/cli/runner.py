@@ -6,7 +6,7 @@ run directory is claimed first (:mod:`.report.rundir`: a directory the run may n
 write into is refused before anything starts), and written even when the suites fail
 or the run is interrupted: a report marked incomplete is written before anything
 starts and rewritten at the end, so even a killed run leaves one. The fingerprint is taken while the cluster is up and
-before the suites disturb it.
+before the suites disturb it, on a shared cluster under a shared Lease (never during another run's drain).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import nullcontext
 from importlib import resources
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +30,12 @@ from dra_harness import __version__, heartbeat, lifetime
 from dra_harness.plugin import inputs
 from dra_harness.components import build as builder
 from dra_harness.components import catalog
+from dra_harness.errors import LockLost, LockTimeout, one_line
 from dra_harness.kube.client import KubeconfigError
 from dra_harness import providers
 from dra_harness.options import RunConfig, cluster_rules, to_pytest_args
 from dra_harness.providers.base import Provider
+from dra_harness.providers.lock import ClusterLock
 from dra_harness.components.real_node_host import choose_real_nodes
 from dra_harness.report import coverage, fingerprint
 from dra_harness.report.design import load_design
@@ -54,7 +57,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
 
 
-def _fingerprint(provider: Provider, console: Console) -> dict:
+def _fingerprint(provider: Provider, console: Console, run_id: str) -> dict:
     try:
         sources = provider.fingerprint_sources()
     except KubeconfigError as e:  # the test session reports it in one line
@@ -64,8 +67,17 @@ def _fingerprint(provider: Provider, console: Console) -> dict:
                 "requested_k8s_version": provider.config.k8s_version or catalog.DEFAULT_KUBERNETES_VERSION,
                 "kubernetes": {"error": sources}, "feature_gates": {"status": "unknown", "reason": sources}}
     kube, metrics, build, extra = sources
-    with heartbeat.status(console, "fingerprinting the cluster"):
-        return fingerprint.collect(kube, metrics, sys.argv, provider.name, driver_build=build, extra=extra)
+    # On a cluster other runs share, read under a shared Lease: never in the middle of another run's drain.
+    lock = (ClusterLock(kube, run_id, provider.config.lease_namespace, lease_s=provider.config.lease_seconds)
+            if provider.outlives_run else None)
+    try:
+        with heartbeat.status(console, "fingerprinting the cluster"), lock.shared() if lock else nullcontext():
+            return fingerprint.collect(kube, metrics, sys.argv, provider.name, driver_build=build, extra=extra)
+    except (LockTimeout, LockLost) as e:  # the suites' tests say the same, each not established
+        return {"provider": provider.name, "harness_version": __version__, "error": f"not fingerprinted: {one_line(e)}"}
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 def _pytest(args: list[str], cwd: Path) -> int:
@@ -127,7 +139,7 @@ def run_suites(options: RunOptions, console: Console) -> int:
     try:
         # Brought up here, where its build and start-up progress shows; the session reuses it by run id.
         provider.prepare(console)
-        fp = _fingerprint(provider, console)
+        fp = _fingerprint(provider, console, run_id)
         if rules := cluster_rules(provider.config).describe():
             fp["cluster_rules"] = rules  # the report's provenance says which rules the run followed
         write_json(report_dir / "fingerprint.json", fp)

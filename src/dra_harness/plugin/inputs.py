@@ -17,6 +17,7 @@ from dra_harness.errors import InputError, KubeApiError
 from dra_harness.options import cluster_rules
 from dra_harness.providers.hardware import load_hardware
 from dra_harness.providers.base import Provider
+from dra_harness.providers.lock import refuse_blind_runs
 from dra_harness.providers.profiles import by_name
 from dra_harness.providers.sweep import refuse_reused_run_id
 
@@ -28,7 +29,8 @@ ERRORS = (InputError, KubeApiError)
 
 def check(provider: Provider, report_dir: str | None) -> None:
     """Raise one of :data:`ERRORS` for the first input that cannot work; reach the cluster only when it exists already
-    (then a run id that objects there carry already is refused: the run would adopt them and sweep them)."""
+    (then a run id that objects there carry already is refused: the run would adopt them and sweep them; and so is an
+    identity that may not list Leases in every namespace: it would not see the runs it takes turns with)."""
     if report_dir and Path(report_dir).exists() and not Path(report_dir).is_dir():
         raise InputError(f"--report-dir {report_dir}: is a file, not a directory")
     if provider.config.expected_hardware:
@@ -49,5 +51,7 @@ def check(provider: Provider, report_dir: str | None) -> None:
     kube = provider.kube_before_run()
     if kube is not None:  # two runs of one id would share a lock identity and sweep each other's objects
         refuse_reused_run_id(kube, provider.run_id, provider.config.lease_namespace or "default")
+        # Runs of another lease namespace are seen only through a list of leases across the cluster.
+        refuse_blind_runs(kube, provider.config.lease_namespace or "default")
 
 

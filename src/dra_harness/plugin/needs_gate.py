@@ -3,7 +3,8 @@
 The first process of a run that opens the cluster gathers the preflight's facts
 (:mod:`dra_harness.checks.preflight`) and shares them through the run's private lock
 directory, so xdist workers ask the cluster once between them; the run directory gets
-``preflight.json`` for the report. A check marked ``requires(...)`` whose need the facts do
+``preflight.json`` for the report. The plugin's ``cluster`` fixture gathers them under a shared
+lock (the run's, and other runs' Lease): another run's drain must not become this run's facts. A check marked ``requires(...)`` whose need the facts do
 not meet raises :class:`~dra_harness.errors.NotEstablished` before anything is created, and
 the plugin reports it as "not established" with the missing fact.
 """

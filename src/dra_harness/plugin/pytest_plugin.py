@@ -21,7 +21,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -220,18 +220,25 @@ def run_id(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
-    """The cluster under test, with typed access and the provider's actions."""
+    """The cluster under test, with typed access and the provider's actions.
+
+    What the run holds as the cluster's facts for its whole length (the hardware observed when the handle opens,
+    the preflight's) is read under a shared lock, the run's and other runs' (a Lease), never in the middle of an
+    exclusive section: another run's drain would otherwise be this run's cordoned node and missing slices."""
     opt = run_config(request.config)
-    # One process of the run creates the cluster (where the provider creates one); the others reuse it.
-    with _locked(run_id, "cluster", fcntl.LOCK_EX):
-        handle = request.config.stash[PROVIDER].open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
-    handle.shell_image = opt.shell_image
-    handle.kube.device_drivers = frozenset({handle.driver})  # a pod wait judges refusals on its nodes
-    handle.kube.rules = cluster_rules(opt)  # everything the run creates follows the cluster's rules
-    if opt.driver_daemonset:
-        namespace, _, name = opt.driver_daemonset.partition("/")
-        handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
-    facts = gate.preflight_facts(request.config, handle, _lock_path(_run_id(request.config), "preflight"))
+    provider = request.config.stash[PROVIDER]
+    lock = _run_lock(request.config, provider, run_id)
+    with _device_lock(run_id, exclusive=False), lock.shared() if lock is not None else nullcontext():
+        # One process of the run creates the cluster (where the provider creates one); the others reuse it.
+        with _locked(run_id, "cluster", fcntl.LOCK_EX):
+            handle = provider.open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
+        handle.shell_image = opt.shell_image
+        handle.kube.device_drivers = frozenset({handle.driver})  # a pod wait judges refusals on its nodes
+        handle.kube.rules = cluster_rules(opt)  # everything the run creates follows the cluster's rules
+        if opt.driver_daemonset:
+            namespace, _, name = opt.driver_daemonset.partition("/")
+            handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+        facts = gate.preflight_facts(request.config, handle, _lock_path(_run_id(request.config), "preflight"))
     if facts.driver_daemonset and not opt.driver_daemonset and handle.driver_pods() is None:
         # The profile's name is a hint; the DaemonSet found serving the driver is what its pods are.
         namespace, _, name = facts.driver_daemonset.partition("/")
@@ -285,18 +292,32 @@ def _exclusive(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) for m in ("exclusive", "disruptive"))
 
 
+_RUN_LOCK = pytest.StashKey[ClusterLock | None]()
+
+
+def _run_lock(config: pytest.Config, provider: Provider, run_id: str) -> ClusterLock | None:
+    """The lock other runs on the same cluster see (made once per process); None on the run's own cluster, and
+    while a named cluster this run brings up is not up yet (no other run's section can be on it then)."""
+    if _RUN_LOCK not in config.stash:
+        if not provider.outlives_run:
+            config.stash[_RUN_LOCK] = None
+        elif (kube := provider.kube_before_run()) is not None:
+            opt = run_config(config)
+            config.stash[_RUN_LOCK] = ClusterLock(kube, run_id, opt.lease_namespace, lease_s=opt.lease_seconds)
+        else:
+            return None
+    return config.stash[_RUN_LOCK]
+
+
 @pytest.fixture(scope="session")
 def cluster_lock(request: pytest.FixtureRequest, cluster: ClusterHandle, run_id: str) -> Iterator[ClusterLock | None]:
-    """The lock other runs on the same cluster see; None on the run's own embedded cluster."""
-    if not cluster.provider.outlives_run:
-        yield None
-        return
-    config = run_config(request.config)
-    lock = ClusterLock(cluster.kube, run_id, config.lease_namespace, lease_s=config.lease_seconds)
+    """The lock other runs on the same cluster see (the one the cluster was opened under); None on the run's own."""
+    lock = _run_lock(request.config, request.config.stash[PROVIDER], run_id)
     try:
         yield lock
     finally:
-        lock.close()
+        if lock is not None:
+            lock.close()
 
 
 @pytest.fixture(autouse=True)

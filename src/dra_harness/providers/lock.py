@@ -2,7 +2,7 @@
 
 Within one run, pytest-xdist workers share a file lock (see the plugin). Across runs
 (two CI pipelines against one staging cluster) the lock must live in the cluster:
-a readers–writer lock made of ``coordination.k8s.io`` Leases in one namespace.
+a readers–writer lock made of ``coordination.k8s.io`` Leases (each run's in its ``--lease-namespace``).
 
 - A test that only shares devices holds a *shared* lease of its own
   (``dra-harness-s-<run>-<n>``) for its duration.
@@ -14,12 +14,9 @@ a readers–writer lock made of ``coordination.k8s.io`` Leases in one namespace.
 
 Why it cannot overlap, as far as Leases allow:
 
-- **Expiry is observed, not computed from timestamps.** Two machines' wall clocks may
-  disagree by minutes, so the holder's ``renewTime`` says nothing to a reader. As
-  client-go's leader election does, a reader judges a lease expired only once *it* has
-  seen the lease unchanged (same uid and resourceVersion) for ``leaseDurationSeconds`` on
-  its own monotonic clock. A lease first seen is never expired: a killed run's lease is
-  taken over one lease duration after a waiter first looks at it.
+- **Expiry is observed, not computed from timestamps** (:mod:`.lock_others`): a reader judges
+  a lease expired only once *it* has seen it unchanged for its duration on its own monotonic
+  clock; a killed run's lease is taken over one duration after a waiter first looks at it.
 - **The holder gives up before a reader can take over.** It renews every quarter of the
   duration, retrying errors of any kind (an exec plugin's credential error included) with
   backoff, and counts its lease lost once no renewal has succeeded for two thirds of the
@@ -34,6 +31,16 @@ Why it cannot overlap, as far as Leases allow:
   it when it ends. What this cannot do: stop a step already under way. A caller stops at
   its next ``ensure_held()`` (the plugin's disruptor calls it before each disruptive
   action); a section that never asks learns of the loss only when it ends.
+- **A create whose answer was lost is ours.** Applied, its answer lost, asked again, a create
+  meets 409. Each take writes a token of its own (:data:`ATTEMPT_ANNOTATION`), so a 409 is read
+  back: our token -> we hold the lease and renew it; another's -> we wait as for any held lease.
+  Recognised only after the renew deadline (another run may have counted it expired), it is
+  deleted and made anew: no section runs under a lease nobody renews.
+- **Other runs are found in every namespace, by label** (:mod:`.lock_others`), so runs given
+  different ``--lease-namespace`` still exclude each other. Two namespaces' exclusive leases are
+  not one object: an exclusive taker that finds another run's after creating its own steps back
+  (a random pause), as a shared taker does; two that each look after creating cannot both miss
+  the other.
 
 Every lease carries the run label (the sweep removes what a killed run left).
 """
@@ -45,8 +52,10 @@ import itertools
 import logging
 import math
 import os
+import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,10 +67,14 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj
 from dra_harness.labels import RUN_LABEL
 from dra_harness.options import LEASE_SECONDS
+from dra_harness.providers.lock_others import EXCLUSIVE as EXCLUSIVE
+from dra_harness.providers.lock_others import KIND_LABEL as KIND_LABEL
+from dra_harness.providers.lock_others import LEASES as LEASES
+from dra_harness.providers.lock_others import OtherRuns, run_of, section, version_of, where
+from dra_harness.providers.lock_others import refuse_blind_runs as refuse_blind_runs
 
-LEASES = rest.Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
-EXCLUSIVE = "dra-harness-exclusive"
-KIND_LABEL = "dra-harness.io/lock"
+#: The token of one take of a lease: a create whose answer was lost is recognised as ours by it.
+ATTEMPT_ANNOTATION = "dra-harness.io/lock-attempt"
 #: How long taking the lock rides out an API server that does not answer or turns requests away (429, 5xx): a
 #: control-plane upgrade or restart. Longer, and the test that waits for it is told (not established).
 AWAY_SECONDS = 120.0
@@ -78,13 +91,8 @@ def _micro(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _version(lease: Obj) -> tuple[str, str]:
-    meta = lease["metadata"]
-    return meta["uid"], meta["resourceVersion"]
-
-
-def _run_of(lease: Obj) -> str:
-    return lease["metadata"].get("labels", {}).get(RUN_LABEL, "?")
+def _attempt_of(lease: Obj) -> str | None:
+    return (lease["metadata"].get("annotations") or {}).get(ATTEMPT_ANNOTATION)
 
 
 @dataclass
@@ -98,7 +106,7 @@ class _Held:
     last_error: str = ""
 
 
-class ClusterLock:
+class ClusterLock(OtherRuns):
     """The lock of one run on one cluster; ``shared()`` and ``exclusive()`` are context managers.
 
     ``lease_s`` is the lease duration it writes (tests use seconds). ``clock`` (monotonic)
@@ -120,30 +128,55 @@ class ClusterLock:
         self.lost = threading.Event()
         self._held: dict[str, _Held] = {}
         self._lost: dict[str, tuple[_Held, str]] = {}
-        #: Other holders' leases: name -> ((uid, resourceVersion), when this process first saw that version).
-        self._observed: dict[str, tuple[tuple[str, str], float]] = {}
+        self._observed = {}
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._renewer: threading.Thread | None = None
 
     # -- leases of this run ---------------------------------------------------------------
-    def _body(self, name: str, kind: str) -> Obj:
+    def _body(self, name: str, kind: str, attempt: str) -> Obj:
         now = _micro(self.wall())
-        return {"metadata": {"name": name, "labels": {RUN_LABEL: self.run_id, KIND_LABEL: kind}},
+        return {"metadata": {"name": name, "labels": {RUN_LABEL: self.run_id, KIND_LABEL: kind},
+                             "annotations": {ATTEMPT_ANNOTATION: attempt}},
                 "spec": {"holderIdentity": f"{self.run_id}/{os.getpid()}", "leaseDurationSeconds": math.ceil(self.lease_s),
                          "acquireTime": now, "renewTime": now}}
 
     def _create(self, name: str, kind: str) -> bool:
-        sent = self.clock()
+        """Create lease ``name`` and renew it from then on: True once it is ours, False while another holds it.
+
+        Asked again through an API server away or busy (:meth:`_answered`); a 409 is read back, and a lease
+        carrying this take's token is ours (the first create was applied, its answer lost). Its renewals are
+        counted from the first create *sent*, the earliest it can have been applied."""
+        while True:
+            attempt, sent = uuid.uuid4().hex, self.clock()
+            body = self._body(name, kind, attempt)
+            try:
+                lease = self._answered(lambda: self.kube.create(LEASES, body, self.namespace))  # noqa: B023 - at once
+            except rest.Conflict:
+                current = self._answered(lambda: self._get(name))
+                if current is None:
+                    continue  # deleted since: create it again
+                if _attempt_of(current) != attempt:
+                    return False  # another's (or an earlier take's, left unrenewed): wait as for any held lease
+                if self.clock() - sent > self.renew_deadline:
+                    # Ours, but unrenewed for longer than another run needs to count it expired: made anew.
+                    log.warning("lease %s/%s: created %.1fs ago, its answer lost; made again", self.namespace, name,
+                                self.clock() - sent)
+                    self._delete(name, _Held(current, sent, sent))
+                    continue
+                log.info("lease %s/%s: its create's answer was lost; read back, it is ours", self.namespace, name)
+                lease = current
+            with self._guard:
+                self._held[name] = _Held(lease, sent, sent + self.renew_every)
+            self._ensure_renewer()
+            return True
+
+    def _get(self, name: str) -> Obj | None:
         try:
-            lease = self.kube.create(LEASES, self._body(name, kind), self.namespace)
-        except rest.Conflict:
-            return False
-        with self._guard:
-            self._held[name] = _Held(lease, sent, sent + self.renew_every)
-        self._ensure_renewer()
-        return True
+            return self.kube.get(LEASES, name, self.namespace)
+        except rest.NotFound:
+            return None
 
     def _release(self, name: str) -> str | None:
         """Stop renewing ``name`` and delete it if it is still ours; the reason it was lost, if it was."""
@@ -164,7 +197,7 @@ class ClusterLock:
                 try:
                     self.kube.request("DELETE", LEASES.path(self.namespace, name), {
                         "kind": "DeleteOptions", "apiVersion": "v1",
-                        "preconditions": dict(zip(("uid", "resourceVersion"), _version(lease), strict=True))})
+                        "preconditions": dict(zip(("uid", "resourceVersion"), version_of(lease), strict=True))})
                     return
                 except rest.NotFound:
                     return
@@ -175,7 +208,7 @@ class ClusterLock:
                 except rest.NotFound:
                     return
                 if not self._same_holder(lease, held.lease):
-                    log.warning("lease %s/%s left alone: it is run %s's now", self.namespace, name, _run_of(lease))
+                    log.warning("lease %s/%s left alone: it is run %s's now", self.namespace, name, run_of(lease))
                     return
         except (rest.ApiError, rest.Unreachable) as e:
             if not rest.transient(e):
@@ -186,7 +219,7 @@ class ClusterLock:
 
     @staticmethod
     def _same_holder(now: Obj, ours: Obj) -> bool:
-        return _version(now)[0] == _version(ours)[0] and now["spec"].get("holderIdentity") == ours["spec"]["holderIdentity"]
+        return version_of(now)[0] == version_of(ours)[0] and now["spec"].get("holderIdentity") == ours["spec"]["holderIdentity"]
 
     def _ensure_renewer(self) -> None:
         self._wake.set()
@@ -254,7 +287,7 @@ class ClusterLock:
             held.last_error, held.next_at = f"{e.__class__.__name__}: {e}", self.clock() + self.renew_every / 4
             return
         if not self._same_holder(current, held.lease):
-            self._lose(name, f"taken over by run {_run_of(current)} (holder {current['spec'].get('holderIdentity')})")
+            self._lose(name, f"taken over by run {run_of(current)} (holder {current['spec'].get('holderIdentity')})")
             return
         with self._guard:
             if self._held.get(name) is held:
@@ -282,43 +315,13 @@ class ClusterLock:
         if reasons:
             raise LockLost("; ".join(reasons))
 
-    # -- leases of other runs -------------------------------------------------------------
-    def _expired(self, lease: Obj) -> bool:
-        """Whether this process has seen ``lease`` unchanged for its whole duration (client-go's rule)."""
-        name, version, now = lease["metadata"]["name"], _version(lease), self.clock()
+    def _held_uids(self) -> set[str]:
         with self._guard:
-            seen = self._observed.get(name)
-            if seen is None or seen[0] != version:
-                self._observed[name] = (version, now)
-                return False
-        return now - seen[1] > (lease["spec"].get("leaseDurationSeconds") or self.lease_s)
-
-    def _others(self, kind: str) -> list[Obj]:
-        """Live leases of ``kind`` held by other runs."""
-        leases = self.kube.list(LEASES, self.namespace, label_selector=f"{KIND_LABEL}={kind},{RUN_LABEL}!={self.run_id}")
-        return [lease for lease in leases if not self._expired(lease)]
-
-    def _exclusive_holder(self) -> Obj | None:
-        try:
-            lease = self.kube.get(LEASES, EXCLUSIVE, self.namespace)
-        except rest.NotFound:
-            return None
-        if self._expired(lease):  # its run was killed: take it away, guarded by the version seen unchanged
-            uid, version = _version(lease)
-            log.warning("taking over lease %s/%s of run %s: unchanged for %ss", self.namespace, EXCLUSIVE,
-                        _run_of(lease), lease["spec"].get("leaseDurationSeconds"))
-            try:
-                self.kube.request("DELETE", LEASES.path(self.namespace, EXCLUSIVE), {
-                    "kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": version}})
-            except (rest.NotFound, rest.Conflict):
-                pass
-            return None
-        return lease
+            return {version_of(h.lease)[0] for h in self._held.values()}
 
     def _waited_too_long(self, started: float, waiting_for: str) -> None:
         if self.clock() - started > self.wait_s:
-            raise LockTimeout(f"run {self.run_id} waited {self.wait_s:.0f}s for {waiting_for} "
-                              f"(leases in namespace {self.namespace})")
+            raise LockTimeout(f"run {self.run_id} waited {self.wait_s:.0f}s for {waiting_for}")
 
     def _answered(self, call: Callable[[], T]) -> T:
         """``call()`` through an API server away or busy for up to :attr:`away_s`; then its last error (the test
@@ -329,15 +332,16 @@ class ClusterLock:
     @contextmanager
     def shared(self) -> Iterator[None]:
         """Hold a shared lease for the block; raises :class:`LockLost` at its end if the lease was lost."""
-        name = f"dra-harness-s-{self.run_id}-{os.getpid()}-{next(_counter)}"[:63]
         started = self.clock()
         while True:
-            self._answered(lambda: self._create(name, "shared"))
-            holder = self._answered(self._exclusive_holder)
-            if holder is None or _run_of(holder) == self.run_id:
+            name = f"dra-harness-s-{self.run_id}-{os.getpid()}-{next(_counter)}"[:63]
+            if not self._create(name, "shared"):
+                continue  # one left by a take of that name whose delete failed: a name of its own then
+            holder = next(iter(self._answered(lambda: self._others("exclusive"))), None)
+            if holder is None:
                 break
             self._release(name)  # step back: another run's exclusive section goes first
-            self._waited_too_long(started, f"run {_run_of(holder)}'s exclusive section")
+            self._waited_too_long(started, section(holder))
             time.sleep(self.poll_s)
         try:
             yield
@@ -351,15 +355,28 @@ class ClusterLock:
         """Hold the exclusive lease for the block, once no other run's test runs; raises
         :class:`LockLost` at its end (or at the start) if the lease was lost."""
         started = self.clock()
-        while not self._answered(lambda: self._create(EXCLUSIVE, "exclusive")):
-            holder = self._answered(self._exclusive_holder)
-            if holder is not None:
-                self._waited_too_long(started, f"run {_run_of(holder)}'s exclusive section")
+        while True:
+            if holder := next(iter(self._answered(lambda: self._others("exclusive"))), None):
+                self._waited_too_long(started, section(holder))
                 time.sleep(self.poll_s)
+                continue
+            if not self._create(EXCLUSIVE, "exclusive"):
+                if holder := self._answered(self._exclusive_holder):  # None: taken away, or gone since
+                    self._waited_too_long(started, section(holder))
+                    time.sleep(self.poll_s)
+                continue
+            if not (rivals := self._answered(lambda: self._others("exclusive"))):
+                break
+            # Another run's exclusive lease in another namespace, made as ours was: both step back, for a while
+            # of their own, and the first to come back alone goes first.
+            self._release(EXCLUSIVE)
+            self._waited_too_long(started, section(rivals[0]))
+            time.sleep(self.poll_s * random.uniform(0.5, 1.5))  # not a secret: only apart in time
         try:
             while readers := self._answered(lambda: self._others("shared")):
-                runs = sorted({_run_of(r) for r in readers})
-                self._waited_too_long(started, f"tests of run(s) {', '.join(runs)} to finish")
+                runs = sorted({run_of(r) for r in readers})
+                self._waited_too_long(started, f"tests of run(s) {', '.join(runs)} to finish (leases "
+                                      f"{', '.join(where(r, self.namespace) for r in readers[:3])})")
                 time.sleep(min(0.5, self.poll_s))
             self.ensure_held()
             yield
