@@ -52,7 +52,7 @@ SMALL = ROOT / "suites" / "contention-small.yaml"
 def _run(cluster, report: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(cluster.kubeconfig),
-         "--report-dir", str(report), *extra, "-k", "test_contention"],
+         "--report-dir", str(report), "--min-established=0", *extra, "-k", "test_contention"],  # judged: contention
         capture_output=True, text=True, timeout=1500, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
@@ -188,7 +188,7 @@ def test_with_kwok_image_the_runs_kwok_is_a_deployment_on_the_real_node_and_noth
     # As on a user's cluster: the image is on the node, the run is told its name and where the pod may go.
     proc = subprocess.Popen(
         [sys.executable, "-m", "dra_harness.cli", "run", "--cluster", "existing", "--kubeconfig", str(sa),
-         "--report-dir", str(tmp_path / "run"), "--allow-contention", "--simulated-nodes", "16", "--kwok-image", KWOK_IMAGE,
+         "--report-dir", str(tmp_path / "run"), "--min-established=0", "--allow-contention", "--simulated-nodes", "16", "--kwok-image", KWOK_IMAGE,
          "--kwok-node-selector", "kubernetes.io/hostname=real-node-0", "-k", "test_contention"],
         stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
         # The small scenario: what differs here is where KWOK runs, not the scenario.
