@@ -25,6 +25,8 @@ class FakeKube:
         self.before: Callable[[str, str, str], None] = lambda verb, kind, name: None
         #: Called after each successful read of a node, before the caller can act on it (an operator's edit).
         self.after_read: Callable[[str], None] = lambda name: None
+        #: Discovery paths (``/apis/group/version``) the fake serves, with their plurals; any other serves nothing.
+        self.served: dict[str, list[str]] = {}
 
     # -- setting up ---------------------------------------------------------------------
     def add(self, res: rest.Resource, name: str, namespace: str | None = None, labels: dict | None = None,
@@ -77,10 +79,10 @@ class FakeKube:
         return iter(())  # nothing changes while nobody writes: the store is changed only by the test's own calls
 
     def request(self, method: str, path: str, *_: Any, **__: Any) -> dict:
-        """Discovery only: the fake serves no optional API group (DeviceTaintRule, Kueue)."""
+        """Discovery only: the fake serves the optional API groups in :attr:`served` (by default none)."""
         self.calls.append((method, "discovery", path))
         self.before(method, "discovery", path)
-        return {"resources": []}
+        return {"resources": [{"name": plural} for plural in self.served.get(path, [])]}
 
     def delete(self, res: rest.Resource, name: str, namespace: str | None = None, **_: Any) -> None:
         self._call("DELETE", res, name)

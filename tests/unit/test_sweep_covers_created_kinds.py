@@ -34,7 +34,7 @@ NOT_THE_RUNS = {
 def _swept() -> set[rest.Resource]:
     """The kinds :func:`~dra_harness.providers.sweep.sweep_run` deletes where the server serves every kind a run
     may create (Kueue's included), read from the sweep itself."""
-    return sweep.swept_kinds([*handle._CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED])
+    return sweep.swept_kinds([*handle.CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED])
 
 
 def created_cluster_scoped(source: str, modules: dict[str, ModuleType | SimpleNamespace] = MODULES

@@ -421,14 +421,19 @@ class Kube:
 
 def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, ...],
            namespaced: bool = False) -> Resource | None:
-    """The first of ``versions`` in which the server serves ``group``/``plural``, or None."""
+    """The first of ``versions`` in which the server serves ``group``/``plural``, or None.
+
+    Only an answer says "not served" (404, 410, or 403: not allowed to discover, so the run could not have created
+    any). A question that got none (a 5xx, no connection) raises :class:`ApiError`/:class:`Unreachable`: unknown is
+    never "not served". A control plane restarting behind a load balancer answers 503 for seconds; taken for "not
+    served" there, a sweep left the run's DeviceTaintRules (a NoExecute one evicts others' pods) and said clean."""
     for version in versions:
         try:
             listing = kube.request("GET", f"/apis/{group}/{version}")
         except (NotFound, Gone):
             continue
         except ApiError as e:
-            if e.status in (403, 503):  # not allowed to discover, or the group version is unavailable
+            if e.status == 403:  # not allowed to discover: nor to create (the roles grant create with list)
                 continue
             raise
         if any(r.get("name") == plural for r in listing.get("resources", [])):

@@ -36,20 +36,34 @@ T = TypeVar("T")
 #: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
 # Swept in reverse: an in-cluster KWOK's binding and role first, the driver webhook's configuration, a policy's
 # binding before the policy, and both before the classes it guards.
-_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
-                   rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS,
-                   rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
+CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
+                  rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS,
+                  rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
+
+
+def _kueue_kinds(kube: Kube) -> list[rest.Resource]:
+    # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
+    first = kueue_api.CLUSTER_SCOPED[0]
+    served = rest.served(kube, kueue_api.GROUP, first.plural, first.kind, (kueue_api.VERSION,))
+    return list(reversed(kueue_api.CLUSTER_SCOPED)) if served else []  # deleted in their own order (swept in reverse)
+
+
+def _taint_kinds(kube: Kube) -> list[rest.Resource]:
+    taints = rest.device_taint_rules(kube)
+    return [taints] if taints else []
+
+
+#: Cluster-scoped kinds a run may create only where the server serves them: (what, the kinds served). Each asks
+#: discovery, which raises while the server cannot answer (:func:`~dra_harness.kube.rest.served`): a sweep then
+#: asks again, and names what it could not look at.
+OPTIONAL_KINDS: tuple[tuple[str, Callable[[Kube], list[rest.Resource]]], ...] = (
+    ("Kueue's kinds", _kueue_kinds), ("DeviceTaintRule", _taint_kinds))
 
 
 def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
     """Every cluster-scoped kind a run may create on this cluster (Kueue's where its API is served, DeviceTaintRule
-    last where served)."""
-    taints = rest.device_taint_rules(kube)
-    # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
-    first = kueue_api.CLUSTER_SCOPED[0]
-    served = rest.served(kube, kueue_api.GROUP, first.plural, first.kind, (kueue_api.VERSION,))
-    queue = list(reversed(kueue_api.CLUSTER_SCOPED)) if served else []
-    return [*_CLUSTER_SCOPED, *queue, *([taints] if taints else [])]
+    last where served); raises while discovery cannot be answered."""
+    return [*CLUSTER_SCOPED, *(res for _, find in OPTIONAL_KINDS for res in find(kube))]
 
 
 @dataclass
