@@ -296,19 +296,23 @@ class ClusterHandle:
     def wait_until_quiet(self, timeout: float = 120.0) -> None:
         """Wait until no claim of this run holds a device (claims in kept namespaces aside).
 
-        On a cluster other runs share, claims of *any* run: an exclusive test holds the cluster lock, so no other
-        run's test is running, but the last one's namespace may still be terminating with its devices allocated.
+        Another run's claims are another workload's, like a tenant's (the preflight counts the devices they hold as
+        held by others): waiting for claims of *any* run made every exclusive test time out and FAIL behind a
+        ``dra-harness canary`` held across an upgrade, or a killed run's leftovers. Only those already being
+        deleted are waited for too, on a cluster other runs share: the last test of another run, which the cluster
+        lock let end just now, releases its devices a moment later.
         """
         kept = {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")}
-        selector = RUN_LABEL if self.provider.outlives_run else run_selector(self.run_id)
 
         def holding(claims: list[dict]) -> list[dict]:
-            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")]
+            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")
+                    and (c["metadata"].get("labels", {}).get(RUN_LABEL) == self.run_id or c["metadata"].get("deletionTimestamp"))]
 
+        shared = self.provider.outlives_run
         watch_until(self.kube, rest.RESOURCE_CLAIMS, lambda claims: not holding(claims), timeout,
                     f"claims of earlier tests to release their devices (run {self.run_id}"
-                    + (", and other runs on this shared cluster)" if self.provider.outlives_run else ")"),
-                    label_selector=selector,
+                    + (", and other runs' claims being deleted)" if shared else ")"),
+                    label_selector=RUN_LABEL if shared else run_selector(self.run_id),
                     why=lambda claims: "still allocated: " + ", ".join(
                         f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
 
