@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import builtins
 import copy
+import datetime as dt
+import email.utils
 import http.client
 import json
 import logging
@@ -280,6 +282,21 @@ class Kube:
         if resp.status >= 400:
             raise _error(resp.status, text)
         return text
+
+    def server_date(self) -> dt.datetime:
+        """The API server's clock now (its ``Date`` header, to the second): what a Lease's server-stamped times are
+        compared with, never this machine's clock."""
+        try:
+            resp = self._pool.request("GET", self.host + "/version", headers=self._headers(None),
+                                      timeout=urllib3.Timeout(connect=5.0, read=10.0), retries=False)
+        except urllib3.exceptions.HTTPError as e:
+            raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        if resp.status >= 400:
+            raise _error(resp.status, resp.data.decode(errors="replace"))
+        try:
+            return email.utils.parsedate_to_datetime(resp.headers["Date"]).astimezone(dt.UTC)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ApiError(resp.status, "NoDate", "the API server's answer has no usable Date header") from e
 
     # -- verbs ---------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:

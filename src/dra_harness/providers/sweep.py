@@ -36,7 +36,8 @@ from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import SIMULATED_NODE_LABEL, run_selector
 from dra_harness.providers import node_changes
 from dra_harness.providers.handle import CLUSTER_SCOPED, OPTIONAL_KINDS, cluster_scoped_kinds
-from dra_harness.providers.lock import LEASES
+from dra_harness.providers.liveness import RUN_LEASE
+from dra_harness.providers.lock import KIND_LABEL, LEASES
 from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     deadline = time.monotonic() + timeout
     selector = run_selector(run_id, include_kept=False)
     found: list[Step] = []
-    fixed = _kinds(list(CLUSTER_SCOPED), selector, lease_namespace)
+    fixed = run_kinds(list(CLUSTER_SCOPED), selector, lease_namespace)
     optional: dict[str, list[Kind]] = {}  # the kinds of OPTIONAL_KINDS discovery answered for
 
     def listing(kinds: list[Kind]) -> None:
@@ -106,7 +107,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
             listing(optional[what])
         return f"list {what}", step
 
-    # Taint rules first (they act on devices until deleted): the optional kinds in reverse, as _kinds orders them.
+    # Taint rules first (they act on devices until deleted): the optional kinds in reverse, as run_kinds orders them.
     lists: list[Step] = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
                          *(discovering(what, find) for what, find in reversed(OPTIONAL_KINDS)),
                          *((f"list {res.kind}", functools.partial(listing, [(res, namespace, sel)])) for res, namespace, sel in fixed)]
@@ -158,7 +159,8 @@ def _orphans_deleted(kube: Kube, selector: str) -> None:
 def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "default") -> None:
     """Raise :class:`InputError` when objects of ``run_id`` (kept namespaces, Leases and node records included)
     are on the cluster already: then a run of that id is going on, or one left them behind."""
-    found = _present(kube, _kinds(cluster_scoped_kinds(kube), run_selector(run_id), lease_namespace))
+    alive = (LEASES, lease_namespace, f"{run_selector(run_id)},{KIND_LABEL}={RUN_LEASE}")  # a run of that id going on
+    found = _present(kube, [*run_kinds(cluster_scoped_kinds(kube), run_selector(run_id), lease_namespace), alive])
     found += [f"Node/{n['metadata']['name']} (cordoned)" for n in kube.list(rest.NODES)
               if node_changes.cordoned_by(n) == run_id]
     if found:
@@ -170,19 +172,20 @@ def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "defaul
 def swept_kinds(cluster_kinds: Iterable[rest.Resource]) -> set[rest.Resource]:
     """The kinds the sweep deletes, given the cluster-scoped kinds a run may create that the server serves
     (:func:`~dra_harness.providers.handle.cluster_scoped_kinds`): what a test of the sweep's reach reads."""
-    return {res for res, _, _ in _kinds(list(cluster_kinds), "", "")}
+    return {res for res, _, _ in run_kinds(list(cluster_kinds), "", "")}
 
 
-def _kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: str) -> list[Kind]:
+def run_kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: str) -> list[Kind]:
     """(kind, namespace, selector) the run may have made, in the order they are deleted: taint rules first
-    (they act on devices until deleted), the run's Leases, the simulated nodes it made, and only those (a
+    (they act on devices until deleted), the run's Leases (not the one that says it is alive,
+    :mod:`.liveness`: deleted last, by whoever ends the run), the simulated nodes it made, and only those (a
     real node may carry the run label too), then its namespaces."""
-    return [*((res, None, selector) for res in cluster_kinds[::-1]), (LEASES, lease_namespace, selector),
+    return [*((res, None, selector) for res in cluster_kinds[::-1]), (LEASES, lease_namespace, f"{selector},{KIND_LABEL}!={RUN_LEASE}"),
             (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}"), (rest.NAMESPACES, None, selector)]
 
 
 def _present(kube: Kube, kinds: list[Kind], unread: dict[str, str] | None = None) -> list[str]:
-    """What of ``kinds`` (:func:`_kinds`) is on the cluster, as ``Kind/name``. With ``unread``, a kind whose list
+    """What of ``kinds`` (:func:`run_kinds`) is on the cluster, as ``Kind/name``. With ``unread``, a kind whose list
     is turned away for a moment (:func:`~dra_harness.kube.rest.transient`) is recorded there (kind -> why), cleared
     first, instead of raising: the others are still looked at."""
     if unread is not None:
