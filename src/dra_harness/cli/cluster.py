@@ -111,7 +111,7 @@ def down(name: str, all_: bool, provider: str) -> None:
     if all_:
         from dra_harness.providers import run_records
 
-        run_records.sweep_recorded(lambda line: err.print(line, highlight=False, markup=False))
+        run_records.sweep_recorded(lambda line: click.echo(line, err=True))  # one line each, never wrapped
 
 
 @cluster.command()

@@ -28,7 +28,7 @@ from dra_harness.options import OPTIONS
 err = Console(stderr=True)
 #: The run options that say which cluster and driver, and how to reach and probe them.
 _OPTIONS = ("--kubeconfig", "--context", "--driver", "--driver-daemonset", "--shell-image", "--expected-hardware",
-            "--lease-namespace")
+            "--lease-namespace", "--lease-seconds")
 
 
 def _with_options(f: Any) -> Any:
@@ -65,7 +65,7 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     watchdog = run_watchdog.start(os.getpid(), provider.run_id, lock_dir, True, kubeconfig, context, lease_namespace,
                                   lease_seconds=provider.config.lease_seconds)
     handle = provider.open(owner_pid=os.getpid())
-    dead_runs.sweep(handle.kube, lease_namespace, lambda line: err.print(line, highlight=False, markup=False),
+    dead_runs.sweep(handle.kube, lease_namespace, lambda line: click.echo(line, err=True),  # one line, never wrapped
                     spare=frozenset({provider.run_id}))
     handle.shell_image = values.get("shell_image")
     if values.get("driver_daemonset"):
