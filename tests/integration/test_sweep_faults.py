@@ -8,6 +8,7 @@ API server, answering 503 for seconds as a load balancer does while the control 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,8 @@ import pytest
 from dra_harness.kube import rest
 from dra_harness.kube.client import connect
 from dra_harness.labels import RUN_LABEL, run_selector
-from dra_harness.providers import liveness
+from dra_harness.plugin import run_watchdog
+from dra_harness.providers import liveness, run_records
 from dra_harness.providers.sweep import sweep_run
 from tests.integration.frontend import FrontEnd
 
@@ -88,6 +90,9 @@ def test_killing_preflight_outright_leaves_no_probe_namespace(small_cluster, tmp
     # Before: preflight started no watchdog, and its drh-pre-* namespace stayed for good.
     _wait_for("the watchdog to delete the preflight's namespace", lambda: not _namespaces(kube, run), 60)
     _wait_for("the watchdog to delete the run's Lease", lambda: not liveness.run_leases(kube, "default"), 30)
+    log = run_watchdog.log_path(run, None)
+    assert "nothing left" in log.read_text(), log.read_text()[-2000:]  # its log says what it did, kept after a kill
+    shutil.rmtree(log.parent)
 
 
 def test_a_later_preflight_removes_what_a_run_killed_with_its_watchdog_left_and_says_so(small_cluster, tmp_path):
@@ -113,3 +118,5 @@ def test_a_later_preflight_removes_what_a_run_killed_with_its_watchdog_left_and_
     assert len(said) == 1 and ns in said[0], later.stderr[-3000:]
     assert not _namespaces(kube, run), "the dead run's namespace is still there"
     assert not liveness.run_leases(kube, "default"), "a run Lease is left"
+    run_records.remove(run)  # the killed run's record, for `cluster down --all`: its cluster goes with this test
+    shutil.rmtree(run_watchdog.log_path(run, None).parent, ignore_errors=True)
