@@ -120,3 +120,5 @@ def test_a_later_preflight_removes_what_a_run_killed_with_its_watchdog_left_and_
     assert not liveness.run_leases(kube, "default"), "a run Lease is left"
     run_records.remove(run)  # the killed run's record, for `cluster down --all`: its cluster goes with this test
     shutil.rmtree(run_watchdog.log_path(run, None).parent, ignore_errors=True)
+    for lock_dir in Path("/tmp").glob(f"dra-harness-{run}-*"):  # its watchdog, killed too, did not remove it
+        shutil.rmtree(lock_dir, ignore_errors=True)
