@@ -16,6 +16,9 @@ CONTENTION_ALLOWED_LABEL = "dra-harness.io/contention-allowed"
 #: On a node the run does not own: the run that cordoned it, set in the same patch as the cordon, so the
 #: run's sweep or watchdog can undo it after a kill; removed with the uncordon. An operator who wants the
 #: cordon kept removes it (:mod:`dra_harness.providers.node_changes`).
+#: On a ``dra-harness canary``'s namespace: held across a cluster's upgrade on purpose, with no run alive; the sweep
+#: of dead runs leaves it to ``canary stop``.
+CANARY_LABEL = "dra-harness.io/canary"
 CORDONED_BY_ANNOTATION = "dra-harness.io/cordoned-by"
 #: On a node: KWOK (the embedded cluster's, ``=fake``) runs it; only simulated nodes carry it.
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

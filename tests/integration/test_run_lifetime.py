@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from dra_harness.kube import rest
 from dra_harness.labels import RUN_LABEL, SIMULATED_NODE_LABEL
+from dra_harness.plugin import run_watchdog
 from tests.integration import owned
 
 pytestmark = pytest.mark.cluster
@@ -91,6 +93,7 @@ def test_killing_the_runs_pytest_outright_still_sweeps_what_it_made(small_cluste
             os.killpg(proc.pid, signal.SIGKILL)
     _wait_for("the watchdog to delete the run's objects", lambda: not _run_objects(kube), 90)
     _wait_for("the run's lock directory to go", lambda: not owned.run_lock_dirs(run_id), 30)
+    shutil.rmtree(run_watchdog.log_path(run_id, None).parent, ignore_errors=True)  # its log, kept after a kill
 
 
 #: Longer than the run's own deadline for its cleanup (the sweep waits up to 120 s for namespaces to go).
@@ -182,3 +185,4 @@ def test_killing_contention_on_an_existing_cluster_outright_leaves_no_node_pod_k
     _wait_for("the watchdog to delete the run's nodes and objects", lambda: not nodes() and not _run_objects(kube), 120)
     _wait_for("the run's lock directory to go", lambda: not owned.run_lock_dirs(run_id), 30)
     assert not owned.kwok_dirs(run_id), f"KWOK's log left: {owned.kwok_dirs(run_id)}"
+    shutil.rmtree(run_watchdog.log_path(run_id, None).parent, ignore_errors=True)  # its log, kept after a kill

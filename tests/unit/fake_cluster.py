@@ -10,6 +10,7 @@ nothing changed), and the managedFields owner of ``spec.unschedulable``.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +26,16 @@ class FakeKube:
         self.before: Callable[[str, str, str], None] = lambda verb, kind, name: None
         #: Called after each successful read of a node, before the caller can act on it (an operator's edit).
         self.after_read: Callable[[str], None] = lambda name: None
+        #: Discovery paths (``/apis/group/version``) the fake serves, with their plurals; any other serves nothing.
+        self.served: dict[str, list[str]] = {}
+        #: The API server's clock (:meth:`server_date`); objects added are created at it unless told otherwise.
+        self.now = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
 
     # -- setting up ---------------------------------------------------------------------
     def add(self, res: rest.Resource, name: str, namespace: str | None = None, labels: dict | None = None,
-            annotations: dict | None = None, spec: dict | None = None) -> dict:
-        meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
+            annotations: dict | None = None, spec: dict | None = None, age_s: float = 0.0) -> dict:
+        created = (self.now - dt.timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta: dict[str, Any] = {"name": name, "labels": dict(labels or {}), "creationTimestamp": created}
         if namespace:
             meta["namespace"] = namespace
         if annotations:
@@ -77,10 +83,13 @@ class FakeKube:
         return iter(())  # nothing changes while nobody writes: the store is changed only by the test's own calls
 
     def request(self, method: str, path: str, *_: Any, **__: Any) -> dict:
-        """Discovery only: the fake serves no optional API group (DeviceTaintRule, Kueue)."""
+        """Discovery only: the fake serves the optional API groups in :attr:`served` (by default none)."""
         self.calls.append((method, "discovery", path))
         self.before(method, "discovery", path)
-        return {"resources": []}
+        return {"resources": [{"name": plural} for plural in self.served.get(path, [])]}
+
+    def server_date(self) -> dt.datetime:
+        return self.now
 
     def delete(self, res: rest.Resource, name: str, namespace: str | None = None, **_: Any) -> None:
         self._call("DELETE", res, name)

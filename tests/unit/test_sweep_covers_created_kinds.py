@@ -34,7 +34,7 @@ NOT_THE_RUNS = {
 def _swept() -> set[rest.Resource]:
     """The kinds :func:`~dra_harness.providers.sweep.sweep_run` deletes where the server serves every kind a run
     may create (Kueue's included), read from the sweep itself."""
-    return sweep.swept_kinds([*handle._CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED])
+    return sweep.swept_kinds([*handle.CLUSTER_SCOPED, *kueue_api.CLUSTER_SCOPED])
 
 
 def created_cluster_scoped(source: str, modules: dict[str, ModuleType | SimpleNamespace] = MODULES
@@ -89,6 +89,6 @@ def test_negative_control_a_created_kind_the_sweep_does_not_know_is_named():
 def test_the_kinds_are_the_sweeps_own_list_so_a_kind_it_stops_deleting_is_missed(monkeypatch):
     """Negative control of the list itself: a sweep that no longer deletes simulated nodes no longer covers the
     Topology's node creates, and the main test would name them."""
-    real = sweep._kinds
-    monkeypatch.setattr(sweep, "_kinds", lambda *a: [k for k in real(*a) if k[0] is not rest.NODES])
+    real = sweep.run_kinds
+    monkeypatch.setattr(sweep, "run_kinds", lambda *a: [k for k in real(*a) if k[0] is not rest.NODES])
     assert rest.NODES not in _swept() and rest.NAMESPACES in _swept()

@@ -23,7 +23,7 @@ SWEPT_OTHERWISE = {"NAMESPACES", "NODES"}
 
 def unswept(sources: dict[str, str], kinds: dict[str, object] | None = None) -> dict[str, list[str]]:
     """Cluster-scoped kinds created in ``sources`` (path -> text) that the sweep does not walk, with where."""
-    swept = {r.plural for r in handle._CLUSTER_SCOPED}
+    swept = {r.plural for r in handle.CLUSTER_SCOPED}
     found: dict[str, list[str]] = {}
     for path, text in sources.items():
         for name in CREATE.findall(text):

@@ -31,7 +31,7 @@ from dra_harness.kube.placement import keeps_off
 from dra_harness.kube.pods import allocated_devices, blocking_taints, only_conditions_block, wait_nodes_ready
 from dra_harness.kube.types import Obj
 from dra_harness.kube.waits import WaitError, watch_until
-from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION, RUN_LABEL
+from dra_harness.labels import DISRUPTABLE_LABEL, KWOK_ANNOTATION, RUN_LABEL, run_selector
 from dra_harness.providers.handle import ClusterHandle
 
 SCHEMA = 1
@@ -190,9 +190,10 @@ def _settled_nodes(handle: ClusterHandle, facts: Facts, publishing: set[str]) ->
 
 
 def run_namespaces(handle: ClusterHandle) -> set[str]:
-    """Namespaces of harness runs, this one's and any other's: their claims come and go with their tests,
-    which the cluster lock keeps apart from an exclusive one; they are not another workload's load."""
-    return {n["metadata"]["name"] for n in handle.kube.list(rest.NAMESPACES, label_selector=RUN_LABEL)}
+    """This run's namespaces: their claims come and go with its own tests. Another run's are another workload's,
+    as a tenant's are: a canary held across an upgrade, or a killed run's leftovers, hold their devices for
+    hours, and counted free they made the checks that needed them wait and fail."""
+    return {n["metadata"]["name"] for n in handle.kube.list(rest.NAMESPACES, label_selector=run_selector(handle.run_id))}
 
 
 def _rights(handle: ClusterHandle, facts: Facts, lease_namespace: str) -> None:
@@ -273,8 +274,8 @@ def _names_driver(pod: Obj, driver: str) -> bool:
 def _device_classes(handle: ClusterHandle, facts: Facts) -> None:
     """Devices each DeviceClass of the driver selects, published and free (held by nobody else)."""
     published = handle.published()
-    runs = run_namespaces(handle)
-    held = {k for k, claims in handle.allocations().items() if not all(c.split("/")[0] in runs for c in claims)}
+    ours = run_namespaces(handle)
+    held = {k for k, claims in handle.allocations().items() if not all(c.split("/")[0] in ours for c in claims)}
     for dc in handle.kube.list(rest.DEVICE_CLASSES):
         exprs = [s["cel"]["expression"] for s in dc["spec"].get("selectors") or [] if "cel" in s]
         if not any(facts.driver in e for e in exprs):

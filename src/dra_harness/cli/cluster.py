@@ -102,11 +102,16 @@ def driver_config(name: str, config: tuple[str, ...], nodes: tuple[str, ...], ti
 
 @cluster.command()
 @name_option
-@click.option("--all", "all_", is_flag=True, help="Every cluster of this user, including stale ones.")
+@click.option("--all", "all_", is_flag=True, help="Every cluster of this user, including stale ones; and what dead runs "
+              "of this machine left on clusters that outlive them (--cluster existing).")
 @click.option("--provider", type=click.Choice(STANDALONE), default="local", show_default=True)
 def down(name: str, all_: bool, provider: str) -> None:
     """Stop a cluster's processes and remove its state (kind: delete the kind cluster)."""
     providers.registry()[provider].down_standalone(name, all_, err)
+    if all_:
+        from dra_harness.providers import run_records
+
+        run_records.sweep_recorded(lambda line: click.echo(line, err=True))  # one line each, never wrapped
 
 
 @cluster.command()

@@ -3,14 +3,17 @@
 The same facts the first stage of ``run`` gathers (:mod:`dra_harness.checks.preflight`),
 for a platform team asking before a run what it would establish on a cluster of theirs.
 It creates one namespace of its own for the image probe and removes it (and anything of
-its run id) before it returns, however it ends.
+its run id) before it returns, however it ends: killed outright, its watchdog does, as a run's. Like a run, it
+first removes what dead runs left on the cluster (:mod:`dra_harness.providers.dead_runs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,8 @@ from dra_harness.options import OPTIONS, RULE_OPTIONS
 err = Console(stderr=True)
 #: The run options that say which cluster and driver, and how to reach and probe them.
 _OPTIONS = ("--kubeconfig", "--context", "--driver", "--driver-daemonset", "--shell-image", "--expected-hardware",
-            "--lease-namespace", "--cluster-profile", *(f"--{dest.replace('_', '-')}" for dest in RULE_OPTIONS))
+            "--lease-namespace", "--lease-seconds", "--cluster-profile",
+            *(f"--{dest.replace('_', '-')}" for dest in RULE_OPTIONS))
 
 
 def _with_options(f: Any) -> Any:
@@ -44,7 +48,8 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     from dra_harness.checks import preflight as facts_mod
     from dra_harness.cli.runner import new_run_id
     from dra_harness.options import RunConfig, cluster_rules
-    from dra_harness.plugin import inputs
+    from dra_harness.plugin import inputs, run_watchdog
+    from dra_harness.providers import dead_runs
     from dra_harness.providers.sweep import sweep_run
     from dra_harness.report.files import write_json
 
@@ -54,7 +59,15 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     provider = providers.create(RunConfig.of(values), new_run_id().lower())
     inputs.check(provider, None)  # one line for a bad kubeconfig, an unreachable cluster, a bad profile
     lifetime.terminate_as_interrupt()
+    lease_namespace = values.get("lease_namespace") or "default"
+    # As a run's: a kill -9 of the preflight leaves its probe namespace to the watchdog, not to anyone's luck.
+    kubeconfig, context = provider.watchdog_target() or (None, None)
+    lock_dir = Path(tempfile.mkdtemp(prefix=f"dra-harness-{provider.run_id}-"))
+    watchdog = run_watchdog.start(os.getpid(), provider.run_id, lock_dir, True, kubeconfig, context, lease_namespace,
+                                  lease_seconds=provider.config.lease_seconds)
     handle = provider.open(owner_pid=os.getpid())
+    dead_runs.sweep(handle.kube, lease_namespace, lambda line: click.echo(line, err=True),  # one line, never wrapped
+                    spare=frozenset({provider.run_id}))
     handle.shell_image = values.get("shell_image")
     handle.kube.rules = cluster_rules(provider.config)  # judged as the run would create its pods
     if values.get("driver_daemonset"):
@@ -65,9 +78,13 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
             facts = facts_mod.collect(handle, values.get("lease_namespace") or "default")
     finally:
         with lifetime.cleaning_up():
-            left = sweep_run(handle.kube, provider.run_id, lease_namespace=values.get("lease_namespace") or "default")
+            left = sweep_run(handle.kube, provider.run_id, lease_namespace=lease_namespace)
             if left:
-                err.print(f"could not remove: {', '.join(left)}", highlight=False)
+                err.print(f"could not remove: {', '.join(left)}; the watchdog (pid {watchdog.pid}) tries again, its log: "
+                          f"{run_watchdog.log_path(provider.run_id, None)}", highlight=False)
+            else:
+                run_watchdog.ended_clean(watchdog, handle.kube, provider.run_id, lease_namespace)
+                shutil.rmtree(lock_dir, ignore_errors=True)
     if out:
         write_json(Path(out), facts.to_json())
     if as_json:

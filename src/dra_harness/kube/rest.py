@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import builtins
 import copy
+import datetime as dt
+import email.utils
 import http.client
 import json
 import logging
@@ -288,6 +290,21 @@ class Kube:
             raise _error(resp.status, text)
         return text
 
+    def server_date(self) -> dt.datetime:
+        """The API server's clock now (its ``Date`` header, to the second): what a Lease's server-stamped times are
+        compared with, never this machine's clock."""
+        try:
+            resp = self._pool.request("GET", self.host + "/version", headers=self._headers(None),
+                                      timeout=urllib3.Timeout(connect=5.0, read=10.0), retries=False)
+        except urllib3.exceptions.HTTPError as e:
+            raise Unreachable(f"API server {self.host} unreachable: {e.__class__.__name__}") from e
+        if resp.status >= 400:
+            raise _error(resp.status, resp.data.decode(errors="replace"))
+        try:
+            return email.utils.parsedate_to_datetime(resp.headers["Date"]).astimezone(dt.UTC)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ApiError(resp.status, "NoDate", "the API server's answer has no usable Date header") from e
+
     # -- verbs ---------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         return self.request("GET", res.path(namespace, name))
@@ -431,14 +448,19 @@ class Kube:
 
 def served(kube: Kube, group: str, plural: str, kind: str, versions: tuple[str, ...],
            namespaced: bool = False) -> Resource | None:
-    """The first of ``versions`` in which the server serves ``group``/``plural``, or None."""
+    """The first of ``versions`` in which the server serves ``group``/``plural``, or None.
+
+    Only an answer says "not served" (404, 410, or 403: not allowed to discover, so the run could not have created
+    any). A question that got none (a 5xx, no connection) raises :class:`ApiError`/:class:`Unreachable`: unknown is
+    never "not served". A control plane restarting behind a load balancer answers 503 for seconds; taken for "not
+    served" there, a sweep left the run's DeviceTaintRules (a NoExecute one evicts others' pods) and said clean."""
     for version in versions:
         try:
             listing = kube.request("GET", f"/apis/{group}/{version}")
         except (NotFound, Gone):
             continue
         except ApiError as e:
-            if e.status in (403, 503):  # not allowed to discover, or the group version is unavailable
+            if e.status == 403:  # not allowed to discover: nor to create (the roles grant create with list)
                 continue
             raise
         if any(r.get("name") == plural for r in listing.get("resources", [])):

@@ -36,6 +36,7 @@ from dra_harness.plugin.scheduler_timings import SchedulerTimings
 from dra_harness import providers
 from dra_harness.providers.base import Provider
 from dra_harness.providers.handle import ClusterHandle
+from dra_harness.providers import dead_runs
 from dra_harness.providers.sweep import sweep_run
 from dra_harness.providers.lock import AWAY_SECONDS, ClusterLock
 from dra_harness.checks.disruption import Disruptor
@@ -114,6 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         _check_inputs(config)
         _start_watchdog(config, run_id)
+        _sweep_dead_runs(config, run_id)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -124,8 +126,26 @@ def _start_watchdog(config: pytest.Config, run_id: str) -> None:
     """If this process is killed outright, sweep what the run made on a cluster that outlives it."""
     target = config.stash[PROVIDER].watchdog_target()
     kubeconfig, context = target or (None, None)
+    opt = run_config(config)
     config.stash[_WATCHDOG] = run_watchdog.start(os.getpid(), run_id, Path(os.environ[_LOCK_DIR_ENV]), target is not None,
-                                                 kubeconfig, context, run_config(config).lease_namespace)
+                                                 kubeconfig, context, opt.lease_namespace, opt.report_dir, opt.lease_seconds)
+
+
+def _sweep_dead_runs(config: pytest.Config, run_id: str) -> None:
+    """On a cluster that outlives runs, remove what dead runs left there (:mod:`dra_harness.providers.dead_runs`)."""
+    provider = config.stash[PROVIDER]
+    if provider.watchdog_target() is None:
+        return  # the run's own cluster: nothing of another run is on it
+    try:
+        kube = provider.connect()
+    except HarnessError as e:
+        sys.stderr.write(f"dra-harness: could not look for what dead runs left: {one_line(e)}\n")
+        return
+    dead_runs.sweep(kube, run_config(config).lease_namespace, _say, spare=frozenset({run_id}))
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
 
 
 def _check_inputs(config: pytest.Config) -> None:
@@ -181,12 +201,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if watchdog is None or clean:  # our own cleanup is done: nothing is left for it
             shutil.rmtree(os.environ.get(_LOCK_DIR_ENV, ""), ignore_errors=True)
         if watchdog is not None and clean:
-            watchdog.kill()
-            watchdog.wait()
+            _ended_clean(config, watchdog)
         elif watchdog is not None:
             # An API server away longer than our sweep's deadline: the watchdog sweeps once more when we are gone.
             sys.stderr.write(f"dra-harness: its watchdog (pid {watchdog.pid}) sweeps run {_run_id(config)} again once "
                              "this process has ended\n")
+
+
+def _ended_clean(config: pytest.Config, watchdog: subprocess.Popen) -> None:
+    """Stop the watchdog of a run that swept itself clean; on a cluster that outlives it, delete its Lease too."""
+    provider = config.stash[PROVIDER]
+    try:
+        kube = provider.connect() if provider.watchdog_target() is not None else None
+    except HarnessError:  # gone since the sweep: its Lease expires unrenewed, a later sweep of dead runs deletes it
+        kube = None
+    if kube is None:
+        watchdog.kill()
+        watchdog.wait()
+        if not run_config(config).report_dir:
+            shutil.rmtree(run_watchdog.log_path(_run_id(config), None).parent, ignore_errors=True)
+        return
+    run_watchdog.ended_clean(watchdog, kube, _run_id(config), run_config(config).lease_namespace, run_config(config).report_dir)
 
 
 def _clean_up(config: pytest.Config) -> bool:

@@ -37,20 +37,34 @@ T = TypeVar("T")
 #: (DeviceTaintRules too, where served: a NoExecute rule left behind evicts real workloads).
 # Swept in reverse: an in-cluster KWOK's binding and role first, the driver webhook's configuration, a policy's
 # binding before the policy, and both before the classes it guards.
-_CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
-                   rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS,
-                   rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
+CLUSTER_SCOPED = (rest.RESOURCE_SLICES, rest.DEVICE_CLASSES, rest.PRIORITY_CLASSES,
+                  rest.VALIDATING_ADMISSION_POLICIES, rest.VALIDATING_ADMISSION_POLICY_BINDINGS,
+                  rest.VALIDATING_WEBHOOK_CONFIGURATIONS, rest.CLUSTER_ROLES, rest.CLUSTER_ROLE_BINDINGS)
+
+
+def _kueue_kinds(kube: Kube) -> list[rest.Resource]:
+    # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
+    first = kueue_api.CLUSTER_SCOPED[0]
+    served = rest.served(kube, kueue_api.GROUP, first.plural, first.kind, (kueue_api.VERSION,))
+    return list(reversed(kueue_api.CLUSTER_SCOPED)) if served else []  # deleted in their own order (swept in reverse)
+
+
+def _taint_kinds(kube: Kube) -> list[rest.Resource]:
+    taints = rest.device_taint_rules(kube)
+    return [taints] if taints else []
+
+
+#: Cluster-scoped kinds a run may create only where the server serves them: (what, the kinds served). Each asks
+#: discovery, which raises while the server cannot answer (:func:`~dra_harness.kube.rest.served`): a sweep then
+#: asks again, and names what it could not look at.
+OPTIONAL_KINDS: tuple[tuple[str, Callable[[Kube], list[rest.Resource]]], ...] = (
+    ("Kueue's kinds", _kueue_kinds), ("DeviceTaintRule", _taint_kinds))
 
 
 def cluster_scoped_kinds(kube: Kube) -> list[rest.Resource]:
     """Every cluster-scoped kind a run may create on this cluster (Kueue's where its API is served, DeviceTaintRule
-    last where served)."""
-    taints = rest.device_taint_rules(kube)
-    # Kueue's release installs its CRDs together: one discovery call tells whether all three are served.
-    first = kueue_api.CLUSTER_SCOPED[0]
-    served = rest.served(kube, kueue_api.GROUP, first.plural, first.kind, (kueue_api.VERSION,))
-    queue = list(reversed(kueue_api.CLUSTER_SCOPED)) if served else []
-    return [*_CLUSTER_SCOPED, *queue, *([taints] if taints else [])]
+    last where served); raises while discovery cannot be answered."""
+    return [*CLUSTER_SCOPED, *(res for _, find in OPTIONAL_KINDS for res in find(kube))]
 
 
 @dataclass
@@ -289,19 +303,23 @@ class ClusterHandle:
     def wait_until_quiet(self, timeout: float = 120.0) -> None:
         """Wait until no claim of this run holds a device (claims in kept namespaces aside).
 
-        On a cluster other runs share, claims of *any* run: an exclusive test holds the cluster lock, so no other
-        run's test is running, but the last one's namespace may still be terminating with its devices allocated.
+        Another run's claims are another workload's, like a tenant's (the preflight counts the devices they hold as
+        held by others): waiting for claims of *any* run made every exclusive test time out and FAIL behind a
+        ``dra-harness canary`` held across an upgrade, or a killed run's leftovers. Only those already being
+        deleted are waited for too, on a cluster other runs share: the last test of another run, which the cluster
+        lock let end just now, releases its devices a moment later.
         """
         kept = {n["metadata"]["name"] for n in self.kube.list(rest.NAMESPACES, label_selector=f"{KEPT_LABEL}=true")}
-        selector = RUN_LABEL if self.provider.outlives_run else run_selector(self.run_id)
 
         def holding(claims: list[dict]) -> list[dict]:
-            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")]
+            return [c for c in claims if c["metadata"]["namespace"] not in kept and c.get("status", {}).get("allocation")
+                    and (c["metadata"].get("labels", {}).get(RUN_LABEL) == self.run_id or c["metadata"].get("deletionTimestamp"))]
 
+        shared = self.provider.outlives_run
         watch_until(self.kube, rest.RESOURCE_CLAIMS, lambda claims: not holding(claims), timeout,
                     f"claims of earlier tests to release their devices (run {self.run_id}"
-                    + (", and other runs on this shared cluster)" if self.provider.outlives_run else ")"),
-                    label_selector=selector,
+                    + (", and other runs' claims being deleted)" if shared else ")"),
+                    label_selector=RUN_LABEL if shared else run_selector(self.run_id),
                     why=lambda claims: "still allocated: " + ", ".join(
                         f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in holding(claims)[:10]))
 

@@ -8,6 +8,10 @@ at the first such answer and leave everything after it. Now each list and each d
 a step of its own: a step turned away for a moment (429, 5xx, unreachable) is tried
 again in later passes until the deadline, a step refused for good (403) does not stop
 the others, and what is still there at the end is returned, with why where known.
+Discovery too: whether DeviceTaintRules or Kueue's kinds are served is asked as such a
+step, so a 503 from a control plane restarting behind a load balancer is asked again, and
+a kind that could not be looked at by the deadline is returned (``Kind/? (why)``): a
+sweep that did not see a kind never says it is clean.
 
 First of all the sweep undoes the run's recorded changes to nodes it does not own (a
 cordon, :mod:`.node_changes`): a node left unschedulable hurts other teams most.
@@ -19,6 +23,7 @@ whose sweep did not finish) makes its id unusable until they are gone.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -30,8 +35,9 @@ from dra_harness.kube.rest import Kube, transient
 from dra_harness.kube.waits import WaitError, watch_until
 from dra_harness.labels import SIMULATED_NODE_LABEL, run_selector
 from dra_harness.providers import node_changes
-from dra_harness.providers.handle import cluster_scoped_kinds
-from dra_harness.providers.lock import LEASES
+from dra_harness.providers.handle import CLUSTER_SCOPED, OPTIONAL_KINDS, cluster_scoped_kinds
+from dra_harness.providers.liveness import RUN_LEASE
+from dra_harness.providers.lock import KIND_LABEL, LEASES
 from dra_harness.retrying import NotYet, until
 
 log = logging.getLogger(__name__)
@@ -42,6 +48,7 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 MAX_PAUSE_S = 5.0
 
 Step = tuple[str, Callable[[], object]]  # (what it does, for the report; the call)
+Kind = tuple[rest.Resource, str | None, str]  # (kind, namespace or None for all, label selector)
 
 
 def settle(steps: list[Step], deadline: float, refused: set[str] | None = None) -> dict[str, str]:
@@ -79,21 +86,31 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     Called once per run by the process that owns it (never by an xdist worker, whose
     session may end while other workers' tests still run), or by its watchdog. Returns
     what is still there after ``timeout``, each with why where a step failed (normally
-    nothing); a node an operator took over is left to them and logged, not returned.
+    nothing), and each kind it could not look at (``Kind/? (why)``: discovery or its list
+    went unanswered until the deadline), since what it did not see may be there; a node an
+    operator took over is left to them and logged, not returned.
     """
     deadline = time.monotonic() + timeout
     selector = run_selector(run_id, include_kept=False)
     found: list[Step] = []
+    fixed = run_kinds(list(CLUSTER_SCOPED), selector, lease_namespace)
+    optional: dict[str, list[Kind]] = {}  # the kinds of OPTIONAL_KINDS discovery answered for
 
-    def listing(res: rest.Resource, namespace: str | None, sel: str) -> Step:
-        return f"list {res.kind}", lambda: found.extend(
-            (f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
-            for o in _ours(kube, res, namespace, sel))
+    def listing(kinds: list[Kind]) -> None:
+        ours = [(f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
+                for res, namespace, sel in kinds for o in _ours(kube, res, namespace, sel)]
+        found.extend(ours)  # all at once: a list turned away midway is asked again whole
 
-    kinds = rest.answered(lambda: _kinds(cluster_scoped_kinds(kube), selector, lease_namespace),
-                          max(0.0, deadline - time.monotonic()))
-    lists = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
-             *(listing(res, namespace, sel) for res, namespace, sel in kinds)]
+    def discovering(what: str, find: Callable[[Kube], list[rest.Resource]]) -> Step:
+        def step() -> None:
+            optional[what] = [(res, None, selector) for res in reversed(find(kube))]
+            listing(optional[what])
+        return f"list {what}", step
+
+    # Taint rules first (they act on devices until deleted): the optional kinds in reverse, as run_kinds orders them.
+    lists: list[Step] = [("list Node records", lambda: found.extend(_uncordoning(kube, run_id))),
+                         *(discovering(what, find) for what, find in reversed(OPTIONAL_KINDS)),
+                         *((f"list {res.kind}", functools.partial(listing, [(res, namespace, sel)])) for res, namespace, sel in fixed)]
     failed = settle(lists, deadline)
     refused: set[str] = set()  # deletes refused for good: those objects will not go, so nothing waits for them
     failed |= settle(found, deadline, refused)
@@ -105,29 +122,24 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
     except (WaitError, KubeApiError):
         pass  # what is left is told below
 
-    unreadable: list[str] = []
+    unread: dict[str, str] = {}  # kind -> why it could not be listed at the last look
+    left: list[str] = []
 
     def remaining() -> list[str]:
-        unreadable.clear()
-        try:
-            left = _present(kube, kinds)  # the kinds found once above: discovery is not asked again every look
-        except (rest.ApiError, rest.Unreachable) as e:
-            if not transient(e):
-                raise
-            unreadable.append(one_line(e))
-            raise NotYet(one_line(e)) from e
-        if not set(left) <= refused:
-            raise NotYet(", ".join(left))
+        nonlocal left
+        # The kinds found once above: discovery is not asked again every look.
+        left = _present(kube, [*fixed, *(k for kinds in optional.values() for k in kinds)], unread)
+        if unread or not set(left) <= refused:
+            raise NotYet(", ".join(left + [f"{kind}/?" for kind in unread]))
         return left
 
     # Objects with finalizers (a ClusterQueue until Kueue lets it go) outlive their delete by a moment.
-    try:
-        left = until(deadline, 0.5, log, f"objects of run {run_id} to be deleted")(remaining)
-    except NotYet as e:
-        left = [f"? (could not list what is left: {unreadable[0]})"] if unreadable else str(e).split(", ")
-    except (rest.ApiError, rest.Unreachable) as e:
-        left = [f"? (could not list what is left: {one_line(e)})"]
-    return ([f"{what} ({failed[what]})" if what in failed else what for what in left]
+    with contextlib.suppress(NotYet):
+        until(deadline, 0.5, log, f"objects of run {run_id} to be deleted")(remaining)
+    unseen = [f"{kind}/? (could not list: {why})" for kind, why in unread.items()]
+    unseen += [f"{what}/? (could not tell whether it is served: {failed.get(f'list {what}', 'not asked before the deadline')})"
+               for what, _ in OPTIONAL_KINDS if what not in optional]
+    return ([f"{what} ({failed[what]})" if what in failed else what for what in left] + unseen
             + [f"{what} ({why})" for what, why in failed.items() if what.startswith("uncordon ")])
 
 
@@ -147,7 +159,8 @@ def _orphans_deleted(kube: Kube, selector: str) -> None:
 def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "default") -> None:
     """Raise :class:`InputError` when objects of ``run_id`` (kept namespaces, Leases and node records included)
     are on the cluster already: then a run of that id is going on, or one left them behind."""
-    found = _present(kube, _kinds(cluster_scoped_kinds(kube), run_selector(run_id), lease_namespace))
+    alive = (LEASES, lease_namespace, f"{run_selector(run_id)},{KIND_LABEL}={RUN_LEASE}")  # a run of that id going on
+    found = _present(kube, [*run_kinds(cluster_scoped_kinds(kube), run_selector(run_id), lease_namespace), alive])
     found += [f"Node/{n['metadata']['name']} (cordoned)" for n in kube.list(rest.NODES)
               if node_changes.cordoned_by(n) == run_id]
     if found:
@@ -159,21 +172,33 @@ def refuse_reused_run_id(kube: Kube, run_id: str, lease_namespace: str = "defaul
 def swept_kinds(cluster_kinds: Iterable[rest.Resource]) -> set[rest.Resource]:
     """The kinds the sweep deletes, given the cluster-scoped kinds a run may create that the server serves
     (:func:`~dra_harness.providers.handle.cluster_scoped_kinds`): what a test of the sweep's reach reads."""
-    return {res for res, _, _ in _kinds(list(cluster_kinds), "", "")}
+    return {res for res, _, _ in run_kinds(list(cluster_kinds), "", "")}
 
 
-def _kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: str
-           ) -> list[tuple[rest.Resource, str | None, str]]:
+def run_kinds(cluster_kinds: list[rest.Resource], selector: str, lease_namespace: str) -> list[Kind]:
     """(kind, namespace, selector) the run may have made, in the order they are deleted: taint rules first
-    (they act on devices until deleted), the run's Leases, the simulated nodes it made, and only those (a
+    (they act on devices until deleted), the run's Leases (not the one that says it is alive,
+    :mod:`.liveness`: deleted last, by whoever ends the run), the simulated nodes it made, and only those (a
     real node may carry the run label too), then its namespaces."""
-    return [*((res, None, selector) for res in cluster_kinds[::-1]), (LEASES, lease_namespace, selector),
+    return [*((res, None, selector) for res in cluster_kinds[::-1]), (LEASES, lease_namespace, f"{selector},{KIND_LABEL}!={RUN_LEASE}"),
             (rest.NODES, None, f"{selector},{SIMULATED_NODE_LABEL}"), (rest.NAMESPACES, None, selector)]
 
 
-def _present(kube: Kube, kinds: list[tuple[rest.Resource, str | None, str]]) -> list[str]:
-    """What of ``kinds`` (:func:`_kinds`) is on the cluster, as ``Kind/name``."""
-    return [f"{res.kind}/{o['metadata']['name']}" for res, namespace, sel in kinds for o in _ours(kube, res, namespace, sel)]
+def _present(kube: Kube, kinds: list[Kind], unread: dict[str, str] | None = None) -> list[str]:
+    """What of ``kinds`` (:func:`run_kinds`) is on the cluster, as ``Kind/name``. With ``unread``, a kind whose list
+    is turned away for a moment (:func:`~dra_harness.kube.rest.transient`) is recorded there (kind -> why), cleared
+    first, instead of raising: the others are still looked at."""
+    if unread is not None:
+        unread.clear()
+    present = []
+    for res, namespace, sel in kinds:
+        try:
+            present += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
+        except (rest.ApiError, rest.Unreachable) as e:
+            if unread is None or not transient(e):
+                raise
+            unread[res.kind] = one_line(e)
+    return present
 
 
 def _uncordoning(kube: Kube, run_id: str) -> list[Step]:

@@ -26,12 +26,11 @@ from dra_harness.kube.client import connect
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_deletion
-from dra_harness.labels import RUN_LABEL
+from dra_harness.labels import CANARY_LABEL, RUN_LABEL
 from dra_harness.upgrade import snapshot, workloads
 
 STATE = "canary.json"
 VERIFIED = "canary-verify.json"
-CANARY_LABEL = "dra-harness.io/canary"
 
 
 class CanaryError(InputError):
