@@ -167,3 +167,22 @@ def test_a_pod_for_another_drivers_nodes_is_judged_on_those_nodes_not_called_a_s
     said = pod("0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node "
                "affinity/selector." + PREEMPTION, node_selector={"part": "a"})
     assert refusals.environment_refusal(said, nodes, slices, frozenset({DRIVER})) is None
+
+
+def test_a_pod_pinned_to_a_node_whose_slices_are_gone_for_a_moment_waits_for_them():
+    """A kubelet restarted during an upgrade wipes its node's slices: the pinned pod's node is no device node for a
+    moment, which is DRA's to judge (the upgrade's pod ran 2.4 s later; a driver that never republishes is a FAIL),
+    and a not-ready taint there passes; a selector that admits no node at all is the cluster's for good."""
+    nodes = [node("real-0"), *[node(f"gpu-{i}") for i in range(3)]]
+    said = pod("0/4 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 1 cannot allocate all "
+               "claims." + PREEMPTION, node_selector={"kubernetes.io/hostname": "real-0"})
+    assert refusals.environment_refusal(said, nodes, [slice_on(f"gpu-{i}") for i in range(3)]) is None
+    not_ready = [node("real-0", [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]), *nodes[1:]]
+    tainted = pod("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 3 node(s) "
+                  "didn't match Pod's node affinity/selector." + PREEMPTION, node_selector={"kubernetes.io/hostname": "real-0"})
+    refused = refusals.environment_refusal(tainted, not_ready, [slice_on(f"gpu-{i}") for i in range(3)])
+    assert refused is not None and refused.passing and "node.kubernetes.io/not-ready" in refused.reason
+    typo = pod("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector." + PREEMPTION,
+               node_selector={"pool": "gpus"})
+    refused = refusals.environment_refusal(typo, nodes, [slice_on(f"gpu-{i}") for i in range(3)])
+    assert refused is not None and not refused.passing and refused.cause == "node-selector-mismatch"
