@@ -66,7 +66,7 @@ def measure(kube: Kube, topo: Topology, samples: int = SAMPLES, timeout: float =
                 walls.append(time.time() - started)
                 kube.delete(rest.JOBS, name, ns, propagation="Foreground")
                 watch_until(kube, rest.PODS, lambda pods: not pods, timeout, f"the pod of floor job {ns}/{name} gone",
-                            namespace=ns, label_selector=f"{JOB_NAME_LABEL}={name}")
+                            namespace=ns, label_selector=f"{JOB_NAME_LABEL}={name}", environment=False)
                 # Idle means Kueue's quota too: until its Workload is gone the next job would wait for the quota
                 # to come back, and that wait, not the control plane's, would be measured.
                 watch_until(kube, kueue_api.WORKLOADS, lambda workloads: not workloads, timeout,

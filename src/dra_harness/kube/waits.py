@@ -170,8 +170,7 @@ def watch_until(
     snap = Snapshot()
     outage = Outage()
     placement = _Placement(kube)
-    # A wait that no pod at all satisfies waits for pods to go: one the scheduler refuses is no reason to stop it.
-    judge_refusals = environment and res.kind == "Pod" and not _met_by_none(done)
+    judge_refusals = environment and res.kind == "Pod"
 
     def relist() -> str:
         items, version = kube.list_with_version(res, namespace, label_selector, field_selector)
@@ -261,13 +260,6 @@ def watch_until(
             time.sleep(max(0.0, min(outage.down(e), deadline - time.monotonic())))
 
 
-def _met_by_none(done: Callable[[list[Obj]], bool]) -> bool:
-    try:
-        return bool(done([]))
-    except Exception:  # noqa: BLE001 - a condition written for a non-empty list: it waits for pods to be there
-        return False
-
-
 class _Placement:
     """A wait's judge of scheduling refusals (:mod:`.refusals`): reads the nodes and slices when an unschedulable
     pod says something new (at most every few seconds), and remembers each (pod, message) it judged."""
@@ -335,7 +327,7 @@ def wait_for_object(
 
 
 def wait_for_deletion(kube: Kube, res: Resource, name: str, timeout: float, namespace: str | None = None) -> None:
-    watch_until(
+    watch_until(  # a pod the scheduler refuses is no reason to stop waiting for it to go
         kube,
         res,
         lambda items: not items,
@@ -344,6 +336,7 @@ def wait_for_deletion(kube: Kube, res: Resource, name: str, timeout: float, name
         namespace=namespace,
         field_selector=f"metadata.name={name}",
         why=lambda items: _summary(items),
+        environment=False,
     )
 
 
