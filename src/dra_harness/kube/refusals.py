@@ -132,11 +132,11 @@ def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[st
             # The pod selects only nodes without devices now: one it may land on is DRA's to judge (its driver
             # publishes nothing there: a kubelet restarted wipes its node's slices, a stale slice leaves pods
             # Pending); one kept off by a taint or cordon is judged by that; none at all is a selector for good.
-            others = {name: why for name, why in kept.items() if name not in candidates and why != SELECTOR_MISMATCH}
-            if any(why is None for why in others.values()):
+            selected = {name: why for name, why in kept.items() if name not in candidates and why != SELECTOR_MISMATCH}
+            if any(why is None for why in selected.values()):
                 return None
-            if others:
-                return _kept_off({n: str(w) for n, w in others.items()}, said)
+            if selected:
+                return _kept_off({n: str(w) for n, w in selected.items()}, said)
         return _kept_off(blocked, said)
     if all(_NODE_JUDGED.search(r) for _, r in counts if environmental(r)):
         return None  # the scheduler's reasons are all judged on nodes, which now let the pod on one: it will retry
