@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from dra_harness.plugin import run_watchdog
 from dra_harness.providers import liveness, run_records
 from dra_harness.providers.sweep import sweep_run
 from tests.integration.frontend import FrontEnd
+from tests.integration.test_run_lifetime import _wait_for
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,14 +52,6 @@ def _namespaces(kube: rest.Kube, run: str | None = None) -> list[str]:
             if n["metadata"]["name"].startswith("drh-pre-") and not n["metadata"].get("deletionTimestamp")]
 
 
-def _wait_for(what: str, probe, timeout: float):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _preflight(kubeconfig: Path, tmp_path: Path, name: str, *args: str) -> subprocess.Popen:

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from dra_harness.errors import KubeApiError, one_line
 from dra_harness.kube import rest
 from dra_harness.kube.rest import Kube
-from dra_harness.kube.types import Obj
 from dra_harness.labels import CANARY_LABEL, KEPT_LABEL, RUN_LABEL
 from dra_harness.providers import liveness, node_changes
 from dra_harness.providers.handle import cluster_scoped_kinds
-from dra_harness.providers.sweep import run_kinds, sweep_run
+from dra_harness.providers.sweep import labelled, run_kinds, sweep_run
 
 #: A run without a Lease is dead once its newest object is this old (the API server's clock): far longer than a
 #: watchdog takes to create the Lease, and than any test of an older harness without one takes to create its next.
@@ -52,7 +51,7 @@ def find(kube: Kube, lease_namespace: str, spare: frozenset[str] = frozenset(),
     canaries = set()
     # Every run's objects, as each run's sweep finds its own (run Leases aside: read above).
     for res, namespace, sel in run_kinds(cluster_scoped_kinds(kube), f"{RUN_LABEL},{KEPT_LABEL}!=true", lease_namespace):
-        for o in _listed(kube, res, namespace, sel):
+        for o in labelled(kube, res, namespace, sel):
             meta = o["metadata"]
             run = meta["labels"][RUN_LABEL]
             if res is rest.NAMESPACES and meta["labels"].get(CANARY_LABEL) == "true":
@@ -103,12 +102,3 @@ def sweep(kube: Kube, lease_namespace: str, say: Callable[[str], None], spare: f
             + (f"; still there: {', '.join(left)}" if left else ""))
     return dead
 
-
-def _listed(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[Obj]:
-    """As the sweep lists: nothing where we may not list (then no run of ours could have created any)."""
-    try:
-        return kube.list(res, namespace, label_selector=selector)
-    except rest.ApiError as e:
-        if e.status in (403, 404):
-            return []
-        raise

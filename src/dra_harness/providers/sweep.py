@@ -98,7 +98,7 @@ def sweep_run(kube: Kube, run_id: str, timeout: float = 120.0, lease_namespace: 
 
     def listing(kinds: list[Kind]) -> None:
         ours = [(f"{res.kind}/{o['metadata']['name']}", _deleting(kube, res, o["metadata"]["name"], namespace))
-                for res, namespace, sel in kinds for o in _ours(kube, res, namespace, sel)]
+                for res, namespace, sel in kinds for o in labelled(kube, res, namespace, sel)]
         found.extend(ours)  # all at once: a list turned away midway is asked again whole
 
     def discovering(what: str, find: Callable[[Kube], list[rest.Resource]]) -> Step:
@@ -193,7 +193,7 @@ def _present(kube: Kube, kinds: list[Kind], unread: dict[str, str] | None = None
     present = []
     for res, namespace, sel in kinds:
         try:
-            present += [f"{res.kind}/{o['metadata']['name']}" for o in _ours(kube, res, namespace, sel)]
+            present += [f"{res.kind}/{o['metadata']['name']}" for o in labelled(kube, res, namespace, sel)]
         except (rest.ApiError, rest.Unreachable) as e:
             if unread is None or not transient(e):
                 raise
@@ -226,7 +226,7 @@ def _deleting(kube: Kube, res: rest.Resource, name: str, namespace: str | None) 
     return delete
 
 
-def _ours(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
+def labelled(kube: Kube, res: rest.Resource, namespace: str | None, selector: str) -> list[dict]:
     """Objects of ``res`` carrying the run's label; none where we may not list them (then we
     could not have created any either: the roles grant create only with list)."""
     try:
