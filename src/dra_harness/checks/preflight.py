@@ -380,6 +380,11 @@ def _admission(handle: ClusterHandle, namespace: str, image: str) -> Obj:
     kube = handle.kube
     body = _probe_body("admission", handle.run_id, image, "")
     body["spec"].pop("nodeSelector", None)
+    # As a check's pod is: with a claim (a policy on GPU pods sees it; a dry run needs no claim to exist), and
+    # shaped by the cluster's rules (a dry run is otherwise sent as it is), so a rule the options meet is admitted.
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "dra-harness-admission-probe"}]
+    body["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+    body = kube.rules.shape("Pod", body)
     labels = kube.get(rest.NAMESPACES, namespace)["metadata"].get("labels") or {}
     enforced = {k.rsplit("/", 1)[1]: v for k, v in labels.items() if k.startswith("pod-security.kubernetes.io/")}
     quotas = [q["metadata"]["name"] for q in kube.list(rest.RESOURCE_QUOTAS, namespace)]

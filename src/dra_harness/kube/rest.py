@@ -154,6 +154,7 @@ VALIDATING_ADMISSION_POLICY_BINDINGS = Resource("admissionregistration.k8s.io", 
                                                 "ValidatingAdmissionPolicyBinding", False)
 VALIDATING_WEBHOOK_CONFIGURATIONS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                              "ValidatingWebhookConfiguration", False)
+RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 

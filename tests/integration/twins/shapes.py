@@ -20,6 +20,7 @@ import time
 
 import dataclasses
 
+from dra_harness.providers.embedded import twin_managed
 from dra_harness.providers.embedded.twin import DRIVER_FORMS, FAULTS, Shape
 
 
@@ -82,3 +83,18 @@ def with_fault(shape: Shape, fault: str, nodes: int) -> Shape:
         return dataclasses.replace(shape, fault=fault, runs=1, disruptive_role=True, cordoned=without(shape.cordoned),
                                    tainted=without(shape.tainted), not_disruptable=without(shape.not_disruptable))
     return dataclasses.replace(shape, fault=fault)
+
+
+def draw_managed(seed: int) -> Shape:
+    """A managed GPU offering's rules over the fixed twin: a provider's taint on the GPU pool, a namespace-label
+    policy, a RuntimeClass GPU pods must name, an image policy admitting one registry, PodSecurity ``restricted``
+    by the API server's default; at least one of them."""
+    rng = random.Random(seed)
+    while True:
+        taint = rng.randrange(len(twin_managed.PROVIDER_TAINTS)) if rng.random() < 0.6 else -1
+        label, runtime, registry = rng.random() < 0.5, rng.random() < 0.4, rng.random() < 0.4
+        if taint >= 0 or label or runtime or registry:
+            break
+    return Shape(seed=seed, gpu_taint=taint, namespace_label="team" if label else "", runtime_class=runtime,
+                 registry=registry, pod_security="restricted" if rng.random() < 0.3 else "",
+                 other_driver=rng.random() < 0.5)

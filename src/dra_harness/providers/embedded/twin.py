@@ -98,6 +98,8 @@ class Shape:
     fault: str = ""  # one of FAULTS, injected while the run goes on ("": none)
     gpu_taint: int = -1  # a provider's taint on every node (twin_managed.PROVIDER_TAINTS index; -1: none)
     namespace_label: str = ""  # a policy refuses namespaces without this label ("": none)
+    runtime_class: bool = False  # a policy refuses GPU pods without twin_managed.GPU_RUNTIME_CLASS
+    registry: bool = False  # an image policy admits only twin_managed.MIRROR (its pause image there on real nodes)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
@@ -107,7 +109,7 @@ class Shape:
                 f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}, "
                 f"simulated nodes allowed {self.simulated_nodes}, tolerate-all DaemonSet {self.tolerate_all}, "
                 f"hostname-spread Deployment {self.hostname_spread}, fault {self.fault or 'none'}, managed rules "
-                f"{twin_managed.describe(self.taint, self.namespace_label)}")
+                f"{twin_managed.describe(self.taint, self.namespace_label, self.runtime_class, self.registry)}")
 
     @property
     def taint(self) -> Obj | None:
@@ -160,6 +162,15 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
         _prove_pod_security(kube, spec.pod_security)
     if shape.namespace_label:  # last: the twin's own namespaces (its CI identity's) predate the policy
         twin_managed.require_namespace_label(kube, shape.namespace_label)
+    if shape.runtime_class or shape.registry:  # the platform's namespaces, there before, are exempt
+        exempt = [n["metadata"]["name"] for n in kube.list(rest.NAMESPACES)
+                  if n["metadata"]["name"] != twin_managed.PROBE_NAMESPACE]
+        if shape.registry:
+            for node in real:
+                twin_managed.mirror_images(cluster, node)
+            twin_managed.admit_registry(kube, exempt)
+        if shape.runtime_class:
+            twin_managed.require_runtime_class(kube, exempt)
     hardware = workdir / "expected-hardware.yaml"
     hardware.write_text(yaml.safe_dump({
         "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
