@@ -47,3 +47,31 @@ def test_the_preflight_waits_for_another_runs_exclusive_section_to_end(small_clu
     started = facts.stat().st_mtime - json.loads(facts.read_text())["seconds"]
     assert not gathered_during_the_section and started >= released - 0.05, (
         f"the preflight started {released - started:.1f}s before another run's exclusive section ended")
+
+
+#: The CLI starts within a couple of seconds: a shorter section shows it waits.
+CLI_HOLD_S = 8.0
+
+
+def test_the_preflight_command_waits_for_another_runs_exclusive_section_to_end(small_cluster, tmp_path):
+    """``dra-harness preflight`` on its own (what a user runs before a run) reads under a shared Lease too."""
+    kube = small_cluster.kube()
+    facts = tmp_path / "preflight.json"
+    other = ClusterLock(kube, "other-run", lease_s=3.0)
+    with other.exclusive():
+        command = subprocess.Popen(
+            [sys.executable, "-m", "dra_harness.cli", "preflight", f"--kubeconfig={small_cluster.kubeconfig}",
+             f"--out={facts}"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "err.log").open("w"))
+        time.sleep(CLI_HOLD_S)
+        gathered_during_the_section = facts.exists()
+        released = time.time()
+    other.close()
+    try:
+        code = command.wait(timeout=120)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert code == 0, (tmp_path / "err.log").read_text()[-3000:]
+    started = facts.stat().st_mtime - json.loads(facts.read_text())["seconds"]
+    assert not gathered_during_the_section and started >= released - 0.05, (
+        f"the preflight started {released - started:.1f}s before another run's exclusive section ended")

@@ -49,7 +49,9 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     from dra_harness.cli.runner import new_run_id
     from dra_harness.options import RunConfig, cluster_rules
     from dra_harness.plugin import inputs, run_watchdog
+    from dra_harness.errors import LockLost, LockTimeout, one_line
     from dra_harness.providers import dead_runs
+    from dra_harness.providers.lock import ClusterLock
     from dra_harness.providers.sweep import sweep_run
     from dra_harness.report.files import write_json
 
@@ -73,10 +75,15 @@ def preflight(out: str | None, as_json: bool, **values: Any) -> None:
     if values.get("driver_daemonset"):
         namespace, _, name = values["driver_daemonset"].partition("/")
         handle.profile = dataclasses.replace(handle.profile, driver_daemonset=(namespace, name))
+    # As a run reads its facts: under a shared Lease, never in the middle of another run's drain or driver restart.
+    lock = ClusterLock(handle.kube, provider.run_id, lease_namespace, lease_s=provider.config.lease_seconds)
     try:
-        with heartbeat.status(err, "asking the cluster what it lets us test"):
-            facts = facts_mod.collect(handle, values.get("lease_namespace") or "default")
+        with heartbeat.status(err, "asking the cluster what it lets us test"), lock.shared():
+            facts = facts_mod.collect(handle, lease_namespace)
+    except (LockTimeout, LockLost) as e:
+        raise click.ClickException(f"not read: {one_line(e)}") from None
     finally:
+        lock.close()
         with lifetime.cleaning_up():
             left = sweep_run(handle.kube, provider.run_id, lease_namespace=lease_namespace)
             if left:
