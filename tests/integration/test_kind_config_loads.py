@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from dra_harness.components import catalog
 from dra_harness.providers.kind import config as kind_config
 
 PROGRAM = """package main
@@ -74,10 +73,10 @@ def kind_loader(tmp_path_factory) -> Path:
 
 
 def test_kind_accepts_every_committed_config(kind_loader):
-    paths = [str(kind_config.path_for(v)) for v in catalog.KUBERNETES_VERSIONS]
+    paths = [str(kind_config.path_for(v)) for v in kind_config.kind_versions()]
     out = subprocess.run([str(kind_loader), *paths], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    for version in catalog.KUBERNETES_VERSIONS:
+    for version in kind_config.kind_versions():
         row = kind_config.render(version)
         assert (f"kind-{version}.yaml: ok nodes=3 gates={len(row['featureGates'])} "
                 f"runtimeConfig={len(row['runtimeConfig'])} patches=1") in out.stdout

@@ -83,9 +83,10 @@ def test_flags_render_as_components_expect():
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed")
 @pytest.mark.parametrize("version", catalog.KUBERNETES_VERSIONS)
 def test_the_committed_table_matches_the_release_source(version):
-    from dra_harness.components.gomod import go
+    from dra_harness.components.gomod import go, toolchain_env
 
-    info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}"))
+    info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}",
+                         env=toolchain_env(catalog.kubernetes(version))))
     assert gates.derive(Path(info["Dir"]), version) == gates.for_version(version), (
         "gates.json is out of date: run `dra-harness components gates`"
     )

@@ -16,7 +16,7 @@ from dra_harness.providers.kind import driver, nodeimage
 from dra_harness.labels import DISRUPTABLE_LABEL
 from dra_harness.components import gates
 
-VERSIONS = catalog.KUBERNETES_VERSIONS
+VERSIONS = kind_config.kind_versions()
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -149,3 +149,13 @@ def test_a_node_image_built_here_turns_kinds_cni_off_and_names_our_etcd_and_core
     # A node image from elsewhere keeps kind's own CNI and kubeadm's image tags.
     other = kind_config.for_cluster("1.37.2", 2, "kindest/node:v1.37.2")
     assert "networking" not in other and not any("ClusterConfiguration" in p for p in other["kubeadmConfigPatches"])
+
+
+def test_a_release_without_a_kind_node_image_says_why_in_one_line_and_has_no_config():
+    from dra_harness.errors import InputError
+
+    for version in catalog.NO_KIND_NODE:
+        assert version in catalog.KUBERNETES_VERSIONS and version not in VERSIONS
+        with pytest.raises(InputError, match=f"no kind node image for Kubernetes {version}: .*not serve"):
+            catalog.kind_node(version)
+        assert not kind_config.path_for(version).exists()

@@ -52,8 +52,12 @@ def test_gate_changes_between_known_releases_and_an_unknown_target_says_so():
     changes, note, known = api_check.gate_changes("v1.36.3", "1.37")
     assert known and changes and "1.36.3" in note and "1.37.2" in note
     assert any(c.startswith("DRADeviceTaintRules:") or "new in 1.37.2" in c for c in changes), changes
-    changes, note, known = api_check.gate_changes("v1.37.2", "1.38")
-    assert not known and changes == [] and "1.38 not known" in note
+    changes, note, known = api_check.gate_changes("v1.37.2", "1.38")  # the beta's table: what 1.38 changes
+    assert known and "1.38.0-beta.0" in note, note
+    assert any(c.startswith("DynamicResourceAllocation: gone in 1.38.0-beta.0") for c in changes), changes
+    assert any(c.startswith("DRADeviceTaints: GA and locked on in 1.38.0-beta.0") for c in changes), changes
+    changes, note, known = api_check.gate_changes("v1.37.2", "1.39")
+    assert not known and changes == [] and "1.39 not known" in note
 
 
 @pytest.mark.parametrize("text", ["1.x", "", "latest", "2"])

@@ -47,12 +47,13 @@ def generate(which: tuple[str, ...]) -> None:
 @components.command()
 def gates() -> None:
     """Rewrite the feature-gate table from each supported release's source, and the kind configs from it."""
-    from dra_harness.components.gomod import go
+    from dra_harness.components.gomod import go, toolchain_env
     from dra_harness.components import gates as gate_table
 
     rows = {}
     for version in catalog.KUBERNETES_VERSIONS:
-        info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}"))
+        info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@v{version}",
+                             env=toolchain_env(catalog.kubernetes(version))))
         rows[version] = gate_table.derive(Path(info["Dir"]), version)
     gate_table.TABLE_PATH.write_text(json.dumps(rows, indent=2) + "\n")
     err.print(f"wrote {gate_table.TABLE_PATH}")

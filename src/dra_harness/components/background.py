@@ -38,7 +38,7 @@ BUILDING_ENV = "DRA_HARNESS_BACKGROUND_BUILDING"
 def known() -> dict[str, Component]:
     """Every component a test may build, by directory name."""
     versions = catalog.KUBERNETES_VERSIONS
-    comps = catalog.all_components() + [catalog.kubelet(v) for v in versions] + [catalog.kind_node(v) for v in versions]
+    comps = catalog.all_components() + [catalog.kubelet(v) for v in versions] + [catalog.kind_node(v) for v in versions if v not in catalog.NO_KIND_NODE]
     return {c.dirname: c for c in comps}
 
 

@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dra_harness import heartbeat
 from dra_harness.components.catalog import Component
-from dra_harness.components.gomod import GO_ENV, go
+from dra_harness.components.gomod import GO_ENV, go, toolchain_env
 from dra_harness.errors import BuildError
 
 
@@ -44,7 +44,10 @@ def checkout_root() -> Path | None:
     return None
 
 
-def go_version() -> str:
+def go_version(component: Component | None = None) -> str:
+    """The Go that builds ``component`` (its own toolchain where it names one; else the machine's)."""
+    if component is not None and component.toolchain:
+        return component.toolchain
     try:
         return go("env", "GOVERSION").strip()
     except FileNotFoundError as e:
@@ -63,7 +66,7 @@ class Built:
 
 
 def binary_dir(component: Component, gover: str | None = None) -> Path:
-    return cache_root() / "bin" / component.name / f"v{component.version}" / (gover or go_version())
+    return cache_root() / "bin" / component.name / f"v{component.version}" / (gover or go_version(component))
 
 
 def is_cached(component: Component, gover: str | None = None) -> bool:
@@ -88,7 +91,7 @@ def build(component: Component, progress: Progress | None = None, module_dir: Pa
 
     ``module_dir`` overrides the wrapper module (``data/components/<name>-v<version>``).
     """
-    gover = go_version()
+    gover = go_version(component)
     target = binary_dir(component, gover)
     with lock(cache_root() / "locks" / f"{component.dirname}.lock"):
         if is_cached(component, gover):
@@ -104,7 +107,7 @@ def _build(component: Component, target: Path, progress: Progress | None, module
     packages = list(component.binaries.values())
     log_path = cache_root() / "logs" / f"{component.dirname}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **GO_ENV, "GOFLAGS": "-mod=readonly"}
+    env = {**os.environ, **GO_ENV, "GOFLAGS": "-mod=readonly", **toolchain_env(component)}
     if component.cgo:
         # go-nvml leaves NVML's symbols to be found at run time (dlopen), as NVIDIA's Makefile links it.
         env |= {"CGO_ENABLED": "1", "CGO_LDFLAGS_ALLOW": "-Wl,--unresolved-symbols=ignore-in-object-files"}

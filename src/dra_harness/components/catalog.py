@@ -16,8 +16,16 @@ from dra_harness.errors import InputError
 #: Kubernetes versions the embedded cluster can run; the first is the default.
 #: The control-plane processes that restart or swap in place, in the order an upgrade takes them.
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-KUBERNETES_VERSIONS = ("1.37.2", "1.36.3", "1.35.4")
+KUBERNETES_VERSIONS = ("1.37.2", "1.36.3", "1.35.4", "1.38.0-beta.0")
 DEFAULT_KUBERNETES_VERSION = KUBERNETES_VERSIONS[0]
+#: Releases whose go.mod asks for a newer Go than the machine's: built with this toolchain, which the go command
+#: fetches from the module proxy like a module (once per machine); every other release keeps the machine's Go.
+TOOLCHAINS = {"1.38.0-beta.0": "go1.27.3"}
+#: Releases a kind node image cannot be built for here, and why (the embedded cluster runs them).
+#: Modules a release imports that the module proxy does not serve, replaced by a stand-in of ours (wrapper-relative).
+STANDINS = {"1.38.0-beta.0": (("sigs.k8s.io/iptables-wrappers", "../iptables-wrappers-standin"),)}
+NO_KIND_NODE = {"1.38.0-beta.0": "its kube-proxy imports sigs.k8s.io/iptables-wrappers v1.0.0, which the module proxy "
+                                 "does not serve (403)"}
 
 ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
@@ -60,6 +68,8 @@ class Component:
     #: ``replace`` lines of the wrapper module (module => a path relative to it, or a served version): for a
     #: dependency the proxy does not serve.
     replaces: tuple[tuple[str, str], ...] = field(default=())
+    #: The Go toolchain it is built with (``GOTOOLCHAIN``), where its go.mod needs a newer one; "": the machine's.
+    toolchain: str = ""
 
     @property
     def dirname(self) -> str:
@@ -82,8 +92,14 @@ def _check_kubernetes(version: str) -> None:
         )
 
 
+def release_parts(version: str) -> tuple[str, str, str]:
+    """``1.38.0-beta.0`` -> ("1", "38", "0-beta.0"): major, minor and the rest (a patch, with any pre-release)."""
+    major, minor, rest = version.split(".", 2)
+    return major, minor, rest
+
+
 def _kubernetes_stamps(version: str) -> tuple[str, ...]:
-    major, minor, _ = version.split(".")
+    major, minor, _ = release_parts(version)
     stamps: list[str] = []
     # Both packages carry a copy of the version: component-base for /version and
     # metrics, client-go for the user agent.
@@ -113,7 +129,9 @@ def kubernetes(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
             "kubectl": "k8s.io/kubernetes/cmd/kubectl",
         },
         version_x=_kubernetes_stamps(version),
-        extra_tools=(KUBELET_PACKAGE, *KIND_NODE_PACKAGES.values()),
+        toolchain=TOOLCHAINS.get(version, ""),
+        replaces=STANDINS.get(version, ()),
+        extra_tools=(KUBELET_PACKAGE, *(KIND_NODE_PACKAGES.values() if version not in NO_KIND_NODE else ())),
     )
 
 
@@ -130,6 +148,7 @@ def kubelet(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
         module="k8s.io/kubernetes",
         binaries={"kubelet": KUBELET_PACKAGE},
         version_x=_kubernetes_stamps(version),
+        toolchain=TOOLCHAINS.get(version, ""),
         wrapper=f"kubernetes-v{version}",
     )
 
@@ -137,12 +156,15 @@ def kubelet(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
 def kind_node(version: str = DEFAULT_KUBERNETES_VERSION) -> Component:
     """kubeadm and kube-proxy of one release, for kind node images (built from the Kubernetes wrapper)."""
     _check_kubernetes(version)
+    if version in NO_KIND_NODE:
+        raise InputError(f"no kind node image for Kubernetes {version}: {NO_KIND_NODE[version]}")
     return Component(
         name="kind-node",
         version=version,
         module="k8s.io/kubernetes",
         binaries=dict(KIND_NODE_PACKAGES),
         version_x=_kubernetes_stamps(version),
+        toolchain=TOOLCHAINS.get(version, ""),
         wrapper=f"kubernetes-v{version}",
     )
 

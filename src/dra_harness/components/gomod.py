@@ -18,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from dra_harness.components.catalog import Component
+from dra_harness.components.catalog import Component, release_parts
 from dra_harness.errors import BuildError
 
 #: The checksum database answers 404 for some example-driver releases (v0.3.0); the wrapper's go.sum,
@@ -44,17 +44,22 @@ def go(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -
     return proc.stdout
 
 
-def upstream_gomod(module: str, version: str) -> dict:
+def toolchain_env(component: Component) -> dict[str, str]:
+    """``GOTOOLCHAIN`` for ``component``: its own where it names one, else the machine's Go (``local``)."""
+    return {"GOTOOLCHAIN": component.toolchain} if component.toolchain else {}
+
+
+def upstream_gomod(module: str, version: str, env: dict[str, str] | None = None) -> dict:
     """The released go.mod of ``module@version`` as ``go mod edit -json`` sees it."""
-    info = json.loads(go("mod", "download", "-json", f"{module}@{version}"))
+    info = json.loads(go("mod", "download", "-json", f"{module}@{version}", env=env))
     if "Error" in info:
         raise GoError(info["Error"])
-    return json.loads(go("mod", "edit", "-json", info["GoMod"]))
+    return json.loads(go("mod", "edit", "-json", info["GoMod"], env=env))
 
 
 def staging_replaces(upstream: dict, version: str) -> dict[str, str]:
     """Map each staging module to its published tag (``v0.<minor>.<patch>``)."""
-    _, minor, patch = version.split(".")
+    _, minor, patch = release_parts(version)
     tag = f"v0.{minor}.{patch}"
     return {
         r["Old"]["Path"]: tag
@@ -91,19 +96,20 @@ def render(component: Component, upstream: dict) -> str:
 
 def generate(component: Component) -> Path:
     """Write ``components/<name>-v<version>/go.mod`` and resolve go.sum."""
-    upstream = upstream_gomod(component.module, f"v{component.version}")
+    env = toolchain_env(component)
+    upstream = upstream_gomod(component.module, f"v{component.version}", env)
     target = component.module_dir()
     target.mkdir(parents=True, exist_ok=True)
     (target / "go.mod").write_text(render(component, upstream))
     (target / "go.sum").unlink(missing_ok=True)
-    go("mod", "tidy", cwd=target)
+    go("mod", "tidy", cwd=target, env=env)
     return target
 
 
 def module_source(component: Component) -> Path:
     """The extracted source of ``component``'s module in Go's module cache (read-only; e.g. kind's image files)."""
     info = json.loads(go("mod", "download", "-json", f"{component.module}@v{component.version}",
-                         cwd=component.module_dir()))
+                         cwd=component.module_dir(), env=toolchain_env(component)))
     if "Error" in info or not info.get("Dir"):
         raise GoError(info.get("Error") or f"go mod download {component.module}: no source directory")
     return Path(info["Dir"])

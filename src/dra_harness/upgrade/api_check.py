@@ -44,7 +44,7 @@ METRIC = "apiserver_requested_deprecated_apis"
 PLURALS = {"DeviceClass": "deviceclasses", "ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates",
            "ResourceSlice": "resourceslices", "DeviceTaintRule": "devicetaintrules",
            "ResourcePoolStatusRequest": "resourcepoolstatusrequests"}
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+(?:-[0-9A-Za-z.]+)?)?$")
 
 
 def minor(version: str, what: str = "version") -> tuple[int, int]:

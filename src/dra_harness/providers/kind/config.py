@@ -87,10 +87,15 @@ def dump(config: dict[str, Any], version: str) -> str:
     return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=120)
 
 
+def kind_versions() -> list[str]:
+    """The releases a kind cluster can run (a node image can be built for)."""
+    return [v for v in catalog.KUBERNETES_VERSIONS if v not in catalog.NO_KIND_NODE]
+
+
 def write_all() -> list[Path]:
     """Rewrite every committed config from the table (after ``components gates`` changed it)."""
     written = []
-    for version in catalog.KUBERNETES_VERSIONS:
+    for version in kind_versions():
         path = path_for(version)
         path.write_text(dump(render(version), version))
         written.append(path)
