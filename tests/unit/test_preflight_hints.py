@@ -42,3 +42,13 @@ def test_a_refused_namespace_names_the_namespace_options():
     f = facts(True)
     f.errors.append('probe image: 403 Forbidden: namespaces "drh-pre-1" is forbidden: label team is required')
     assert hints(f, [])[0].startswith("--namespace-label KEY=VALUE or --namespace-annotation KEY=VALUE")
+
+
+def test_a_device_holder_refused_where_the_shell_image_is_admitted_names_the_pause_image_option():
+    f = facts(True)
+    f.admission = {"allowed": True, "pause_allowed": False,
+                   "pause_evidence": "ValidatingAdmissionPolicy 'images-from-the-mirror' denied: images must come from mirror/"}
+    assert hints(f, []) == ["--pause-image MIRROR (admission refused a pod that only holds devices, which most checks "
+                            "make: ValidatingAdmissionPolicy 'images-from-the-mirror' denied: images must come from mirror/)"]
+    f.admission = {"allowed": True, "pause_allowed": True}
+    assert hints(f, []) == []

@@ -26,6 +26,7 @@ from kubernetes.utils import parse_quantity
 
 from dra_harness.checks import cel, preflight_hints
 from dra_harness.errors import HarnessError
+from dra_harness.kube.rules import PAUSE_IMAGE
 from dra_harness.kube import builders, podstates, rest
 from dra_harness.kube.placement import keeps_off
 from dra_harness.kube.pods import allocated_devices, blocking_taints, only_conditions_block, wait_nodes_ready
@@ -395,7 +396,15 @@ def _admission(handle: ClusterHandle, namespace: str, image: str) -> Obj:
         return {**out, "allowed": False, "evidence": e.message[:300]}
     resources = admitted["spec"]["containers"][0].get("resources") or {}
     added = {k: v for k, v in resources.items() if k != "claims"}
-    return {**out, "allowed": True, "defaults": added,
+    # Most of a run's pods only hold devices and run the pause image (an image policy may admit one and not the other).
+    container = {k: v for k, v in body["spec"]["containers"][0].items() if k != "command"}
+    holder = kube.rules.shape("Pod", {**body, "spec": {**body["spec"], "containers": [{**container, "image": PAUSE_IMAGE}]}})
+    try:
+        kube.create(rest.PODS, holder, namespace, dry_run=True)
+        pause: Obj = {"pause_allowed": True}
+    except rest.ApiError as e:
+        pause = {"pause_allowed": False, "pause_evidence": e.message[:300]}
+    return {**out, "allowed": True, "defaults": added, **pause,
             "evidence": "admitted" + (f"; admission set {added}" if added else " unchanged")}
 
 

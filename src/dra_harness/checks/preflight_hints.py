@@ -59,6 +59,9 @@ def hints(facts: Facts, nodes: list[Obj]) -> list[str]:
                   if word in said.lower()]
         out.append(f"{' or '.join(wanted) or 'the options of the cluster profile'} (admission refused the probe pod: "
                    f"{said[:200]})")
+    if facts.admission.get("pause_allowed") is False:
+        out.append(f"--pause-image MIRROR (admission refused a pod that only holds devices, which most checks make: "
+                   f"{str(facts.admission.get('pause_evidence', ''))[:200]})")
     unusable = [n for n in facts.container_nodes() if n.image == "unusable"]
     if unusable and facts.admission.get("allowed") and len(unusable) == len(facts.container_nodes()):
         out.append(f"--shell-image MIRROR and --pause-image MIRROR (no node could run the probe image: "
