@@ -127,3 +127,23 @@ def test_an_identity_that_may_not_list_leases_cluster_wide_is_refused_in_one_lin
     line = str(refused.value)
     assert "\n" not in line and line.startswith("--lease-namespace default:") and "list on leases" in line, line
     refuse_blind_runs(kube, "default")  # negative control: an identity that may is not refused
+
+
+def _config_map_create(method: str, path: str, body: bytes) -> bool:
+    return method == "POST" and path.split("?")[0].endswith("/configmaps")
+
+
+def test_a_create_whose_answer_was_lost_returns_what_it_made_and_a_name_another_holds_stays_a_conflict(small_cluster):
+    """Any create, not only the lock's: sent again after the connection closed without an answer, the second send
+    meets 409; the object is read back and is the caller's when it carries every label the caller sent."""
+    kube = small_cluster.kube()
+    with LossyProxy(kube, _config_map_create) as proxy:
+        made = proxy.kube().create(rest.CONFIG_MAPS, {"metadata": {"name": "lost-answer", "labels": {RUN_LABEL: "run-a"}},
+                                                      "data": {"a": "1"}}, "default")
+        assert proxy.lost and made["metadata"]["name"] == "lost-answer" and made["data"] == {"a": "1"}
+    # Negative control: the name is someone else's; our create's refusal is lost, and its resend's 409 stays ours to see.
+    kube.create(rest.CONFIG_MAPS, {"metadata": {"name": "taken", "labels": {RUN_LABEL: "someone-else"}}}, "default")
+    with LossyProxy(kube, _config_map_create) as proxy:
+        with pytest.raises(rest.Conflict):
+            proxy.kube().create(rest.CONFIG_MAPS, {"metadata": {"name": "taken", "labels": {RUN_LABEL: "run-a"}}}, "default")
+        assert proxy.lost

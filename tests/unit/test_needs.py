@@ -170,3 +170,11 @@ def test_a_device_quota_in_every_new_namespace_caps_what_one_check_may_ask_for()
     assert "allows 6" in needs.unmet(f, [needs.free_devices(7)])
     assert needs.unmet(f, [needs.namespace_devices(6), needs.free_devices(6, same_node=True)]) is None
     assert needs.unmet(_facts(), [whole, needs.free_devices(16)]) is None  # negative control: no quota, no cap
+
+
+def test_a_pool_scaled_to_zero_says_no_device_is_published_and_one_device_is_enough():
+    none = _facts(nodes={"gpu-a": NodeFacts("gpu-a", simulated=False, schedulable=True, disruptable=True, published=0)})
+    assert "publishes no device on any node" in needs.unmet(none, [needs.any_device])
+    assert needs.unmet(_facts(), [needs.any_device]) is None
+    # Slices that could not be read are no zero: the check's own reads say what went wrong.
+    assert needs.unmet(_facts(nodes={}, errors=["ResourceSlices: 403 forbidden"]), [needs.any_device]) is None

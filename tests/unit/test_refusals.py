@@ -186,3 +186,19 @@ def test_a_pod_pinned_to_a_node_whose_slices_are_gone_for_a_moment_waits_for_the
                node_selector={"pool": "gpus"})
     refused = refusals.environment_refusal(typo, nodes, [slice_on(f"gpu-{i}") for i in range(3)])
     assert refused is not None and not refused.passing and refused.cause == "node-selector-mismatch"
+
+
+def test_a_cordon_from_before_the_run_beside_a_taint_is_maintenance_and_ends_the_wait_at_once():
+    """The twin's shape: the pool's taint on three device nodes, the fourth cordoned for maintenance before the run.
+    Its negative controls: the same cordon made during the run, or recorded by a run's drain, may lift: it passes."""
+    nodes = [node(f"gpu-{i}", [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]) for i in range(3)]
+    nodes.append(node("gpu-3", cordoned=True))
+    slices = [slice_on(f"gpu-{i}") for i in range(4)]
+    said = pod("0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) had untolerated taint(s).")
+    before = refusals.environment_refusal(said, nodes, slices, frozenset({DRIVER}), frozenset({"gpu-3"}))
+    assert before is not None and not before.passing and "cordoned for maintenance" in before.reason
+    during = refusals.environment_refusal(said, nodes, slices, frozenset({DRIVER}))
+    assert during is not None and during.passing
+    nodes[3]["metadata"]["annotations"] = {"dra-harness.io/cordoned-by": "run-x"}
+    drained = refusals.environment_refusal(said, nodes, slices, frozenset({DRIVER}), frozenset({"gpu-3"}))
+    assert drained is not None and drained.passing

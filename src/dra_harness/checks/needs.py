@@ -70,6 +70,16 @@ restartable_driver = Need("restartable_driver", _restartable)
 disruptable_node = Need("disruptable_node", _disruptable)
 
 
+def _any_device(f: Facts) -> str | None:
+    if any(n.published for n in f.nodes.values()) or any("slice" in e.lower() for e in f.errors):
+        return None  # devices, or the slices could not be read (the check's own reads say so)
+    return (f"{f.driver} publishes no device on any node (a GPU pool scaled to zero, or a driver that publishes "
+            "nothing); the inventory checks judge that against --expected-hardware")
+
+
+any_device = Need("any_device", _any_device)
+
+
 def free_devices(count: int, same_node: bool = False, on: str | None = None, besides: str | None = None) -> Need:
     """``count`` devices nobody else holds, on schedulable nodes: on one node with ``same_node``, on node ``on``,
     or on nodes other than ``besides`` (where a drained node's pods must go)."""

@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dra_harness.kube import podstates, rest
+from dra_harness.kube import podstates, refusals, rest
 from dra_harness.kube.placement import blocking_taints
 from dra_harness.kube.events import warnings
 from dra_harness.kube.rest import Kube
 from dra_harness.kube.types import Obj, Pod, PodCondition, ResourceClaim
-from dra_harness.kube.waits import WaitError, wait_for_object, watch_until
+from dra_harness.kube.waits import WaitBlocked, WaitError, wait_for_object, watch_until
 
 
 def condition(obj: Pod | Obj, kind: str) -> PodCondition | Obj | None:
@@ -112,17 +112,26 @@ def wait_unschedulable(kube: Kube, namespace: str, name: str, timeout: float = 6
         cond = condition(p, "PodScheduled")
         return bool(cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
 
-    return wait_for_object(
+    what = f"pod {namespace}/{name} to be reported Unschedulable"
+    pod = wait_for_object(
         kube,
         rest.PODS,
         name,
         unschedulable,
         timeout,
-        f"pod {namespace}/{name} to be reported Unschedulable",
+        what,
         namespace=namespace,
         fail=lambda p: f"it was scheduled to {p['spec']['nodeName']}" if p["spec"].get("nodeName") else None,
         why=pending_reason(kube, namespace, name),
     )
+    # Unschedulable for the cluster's reason (a taint, a cordon, a selector on every node with devices): the reason a
+    # check reads is the environment's, not DRA's, so what it would judge is not there to judge.
+    refused = refusals.environment_refusal(pod, kube.list(rest.NODES), kube.list(rest.RESOURCE_SLICES),
+                                           kube.device_drivers, kube.cordoned_before)
+    if refused is not None:
+        raise WaitBlocked(what, f"the cluster keeps pod {namespace}/{name} off every node that could take it: "
+                                f"{refused.reason}", pod)
+    return pod
 
 
 def claim_names(pod: Pod | Obj) -> dict[str, str]:

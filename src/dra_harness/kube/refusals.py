@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from dra_harness.kube.placement import SELECTOR_MISMATCH, keeps_off
 from dra_harness.kube.types import Obj
+from dra_harness.labels import CORDONED_BY_ANNOTATION
 
 #: ``0/5 nodes are available: 1 X, 4 Y. preemption: ...``: the counted part, before the preemption's own.
 _AVAILABLE = re.compile(r"\d+/(\d+) nodes are available: (.*?)(?:\.\s+(?:still not schedulable, )?preemption:|\.?\s*$)",
@@ -97,19 +98,21 @@ def unschedulable_message(pod: Obj) -> str | None:
     return None
 
 
-def environment_refusal(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str] = frozenset()
-                        ) -> Refusal | None:
+def environment_refusal(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str] = frozenset(),
+                        cordoned_before: frozenset[str] = frozenset()) -> Refusal | None:
     """The environment's refusal of an unschedulable ``pod`` (see the module's docstring), or None when DRA (or a
     reason not known here) refused it on a node that could take it, or the scheduler has not refused it.
     ``drivers``: whose devices the pod is taken to want; a pod that selects none of their nodes may want another's
-    (the run's own simulated drivers), so it is judged again against every driver's nodes."""
-    refused = _judged(pod, nodes, slices, drivers)
+    (the run's own simulated drivers), so it is judged again against every driver's nodes. ``cordoned_before``: nodes
+    cordoned before the run began (:data:`MAINTENANCE`, not a cordon that passes)."""
+    refused = _judged(pod, nodes, slices, drivers, cordoned_before)
     if drivers and refused is not None and refused.cause == "node-selector-mismatch":
-        return _judged(pod, nodes, slices, frozenset())
+        return _judged(pod, nodes, slices, frozenset(), cordoned_before)
     return refused
 
 
-def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str]) -> Refusal | None:
+def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[str], cordoned_before: frozenset[str]
+            ) -> Refusal | None:
     message = unschedulable_message(pod)
     if message is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None
@@ -117,7 +120,7 @@ def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[st
     if not counts:
         return Refusal(f"the scheduler says: {message[:300]}") if _WHOLE.search(message) else None
     spec = pod.get("spec") or {}
-    kept = {n["metadata"]["name"]: keeps_off(spec, n) for n in nodes}
+    kept = {n["metadata"]["name"]: _settled(n, keeps_off(spec, n), cordoned_before) for n in nodes}
     devices = device_nodes(nodes, slices, drivers)
     landable = {name for name, why in kept.items() if why is None}
     without_devices = landable - devices if devices is not None else set()
@@ -143,6 +146,20 @@ def _judged(pod: Obj, nodes: list[Obj], slices: list[Obj], drivers: frozenset[st
     return Refusal(f"no node that could take the pod may: {said}")
 
 
+#: What a cordon in place before the run began, and not a harness run's, is: maintenance, which does not lift within
+#: a check's wait (a cordon that appears during the run may be a drain that gives its node back).
+MAINTENANCE = "cordoned for maintenance"
+
+
+def _settled(node: Obj, why: str | None, before: frozenset[str]) -> str | None:
+    """``why`` (a node's :func:`keeps_off`), a cordon made :data:`MAINTENANCE` where the node was cordoned before the
+    run began (``before``) and no run of the harness recorded the cordon."""
+    if why == "cordoned" and node["metadata"]["name"] in before \
+            and CORDONED_BY_ANNOTATION not in (node["metadata"].get("annotations") or {}):
+        return MAINTENANCE
+    return why
+
+
 #: Environment reasons :func:`.placement.keeps_off` judges on the node itself.
 _NODE_JUDGED = re.compile(r"untolerated taint|were unschedulable|node affinity|requested node name")
 
@@ -166,6 +183,6 @@ def _kept_off(blocked: dict[str, str], said: str) -> Refusal:
         option = f"--toleration {key.partition('=')[0]}:{effect}"
         reason += f" (pass {option})"
     passing = any(_PASSING.search(w) for w in reasons.values())
-    cause = ("untolerated-taint" if why.startswith("untolerated taint") else "cordoned" if why == "cordoned"
+    cause = ("untolerated-taint" if why.startswith("untolerated taint") else "cordoned" if why.startswith("cordoned")
              else "node-selector-mismatch")
     return Refusal(reason, passing=passing, option=option, cause=cause)

@@ -50,6 +50,8 @@ class ApiError(KubeApiError):
         self.reason = reason
         self.message = message
         self.body = body or {}
+        #: Sent twice (the connection closed before the first answer): the first may have been applied.
+        self.resent = False
 
 
 class NotFound(ApiError):
@@ -177,6 +179,8 @@ class Kube:
         #: The drivers whose devices the run tests (the profile's): a pod wait judges a scheduling refusal against the
         #: nodes that publish them (:mod:`.refusals`); empty: any driver's.
         self.device_drivers: frozenset[str] = frozenset()
+        #: Nodes cordoned before the run began, by no run of the harness: maintenance, which a wait does not outwait.
+        self.cordoned_before: frozenset[str] = frozenset()
         #: The cluster's rules (tolerations, node selector, labels...), applied to every body this client creates.
         self.rules = ClusterRules()
 
@@ -269,6 +273,7 @@ class Kube:
         data = resp.data.decode(errors="replace")
         if resp.status >= 400:
             error = _error(resp.status, data)
+            error.resent = attempt == 2  # the first send may have been applied (its answer lost): the caller reads back
             _log_call(method, path, params, body, None, f"{resp.status} {error.reason}".rstrip(), started)
             raise error
         answer = json.loads(data) if data.startswith(("{", "[")) else {"raw": data}
@@ -340,7 +345,22 @@ class Kube:
             return self.request("POST", res.path(namespace or body.get("metadata", {}).get("namespace")), body,
                                 params={"dryRun": "All"})
         body = self.rules.shape(res.kind, body)
-        return self.request("POST", res.path(namespace or body.get("metadata", {}).get("namespace")), body)
+        where = namespace or body.get("metadata", {}).get("namespace")
+        try:
+            return self.request("POST", res.path(where), body)
+        except Conflict as e:
+            # Sent again after the connection closed without an answer: the first send may have created it. Ours if
+            # it carries every label we sent (the run's id among them); anyone else's stays a conflict.
+            name = body.get("metadata", {}).get("name")
+            if not e.resent or not name:
+                raise
+            found = self.get(res, name, where)
+            labels = found["metadata"].get("labels") or {}
+            sent = body["metadata"].get("labels") or {}
+            if sent and all(labels.get(k) == v for k, v in sent.items()):
+                log.info("%s %s: created by the send whose answer was lost", res.kind, name)
+                return found
+            raise
 
     def replace_status(self, res: Resource, body: Obj) -> Obj:
         meta = body["metadata"]

@@ -292,7 +292,8 @@ class _Placement:
                     except (ApiError, Unreachable):
                         return None  # judged at the next change; the wait goes on meanwhile
                     self.read_at = time.monotonic()
-                self.judged[key] = refusals.environment_refusal(pod, self.nodes, self.slices, self.kube.device_drivers)
+                self.judged[key] = refusals.environment_refusal(pod, self.nodes, self.slices, self.kube.device_drivers,
+                                                                self.kube.cordoned_before)
             refused = self.judged[key]
             if refused and (final or not refused.passing):
                 name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}"

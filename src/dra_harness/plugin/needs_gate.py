@@ -63,6 +63,11 @@ def preflight(request: pytest.FixtureRequest, cluster: ClusterHandle) -> preflig
 def _requirements(request: pytest.FixtureRequest) -> None:
     """A check whose ``requires`` need is missing is not established, with the fact, before it creates anything."""
     wanted = [n for m in request.node.iter_markers("requires") for n in m.args]
+    # Every check on the cluster needs a device of its driver, but the inventory's comparisons with the expected
+    # hardware (the ``baseline`` fixture), which judge a pool that publishes nothing, and contention on simulated nodes
+    # of its own (``topology``); the rest cannot judge anything there.
+    if "cluster" in request.fixturenames and not {"baseline", "topology"} & set(request.fixturenames):
+        wanted = [needs_mod.any_device, *wanted]
     if not wanted:
         return
     why = needs_mod.unmet(request.getfixturevalue("preflight"), wanted)

@@ -46,7 +46,7 @@ from dra_harness.kube.rest import Kube
 from dra_harness.kube.waits import wait_for_object
 from dra_harness.options import OPTIONS, RunConfig, cluster_rules
 from dra_harness.plugin.stash import RUN_CONFIG, run_config
-from dra_harness.labels import DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
+from dra_harness.labels import CORDONED_BY_ANNOTATION, DISRUPTABLE_LABEL, KEPT_LABEL, RUN_LABEL, TEST_LABEL
 from dra_harness.host import runtime_dirs
 from dra_harness.errors import HarnessError, KubeApiError, LockLost, NotEstablished, one_line
 
@@ -269,6 +269,9 @@ def cluster(request: pytest.FixtureRequest, run_id: str) -> ClusterHandle:
             handle = provider.open(owner_pid=int(os.environ.get(_OWNER_ENV, os.getpid())))
         handle.shell_image = opt.shell_image
         handle.kube.device_drivers = frozenset({handle.driver})  # a pod wait judges refusals on its nodes
+        handle.kube.cordoned_before = frozenset(  # read under the shared Lease: no other run's drain is under way
+            n["metadata"]["name"] for n in handle.kube.list(rest.NODES) if n["spec"].get("unschedulable")
+            and CORDONED_BY_ANNOTATION not in (n["metadata"].get("annotations") or {}))
         handle.kube.rules = cluster_rules(opt)  # everything the run creates follows the cluster's rules
         if opt.driver_daemonset:
             namespace, _, name = opt.driver_daemonset.partition("/")
