@@ -22,31 +22,33 @@ pytestmark = pytest.mark.cluster
 HOLD_S = 20.0
 
 
-def test_the_preflight_waits_for_another_runs_exclusive_section_to_end(small_cluster, tmp_path):
-    kube = small_cluster.kube()
-    (tmp_path / "test_opens.py").write_text("def test_opens(cluster, preflight):\n    assert preflight.nodes\n")
-    facts = tmp_path / "run" / "preflight.json"
-    other = ClusterLock(kube, "other-run", lease_s=3.0)
+def _reads_after_the_section(small_cluster, tmp_path, argv: list[str], facts, hold_s: float) -> None:
+    """``argv`` started while another run holds the exclusive Lease for ``hold_s``: it exits 0, and its facts
+    (``preflight.json``) were gathered only after the section ended."""
+    other = ClusterLock(small_cluster.kube(), "other-run", lease_s=3.0)
     with other.exclusive():
-        session = subprocess.Popen(
-            [sys.executable, "-m", "pytest", str(tmp_path / "test_opens.py"), "--cluster=existing",
-             f"--kubeconfig={small_cluster.kubeconfig}", f"--report-dir={tmp_path / 'run'}",
-             "-p", "no:cacheprovider", "-p", "no:locust", "-q"],
-            cwd=tmp_path, stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT)
-        time.sleep(HOLD_S)
+        command = subprocess.Popen(argv, cwd=tmp_path, stdout=(tmp_path / "out.log").open("w"), stderr=subprocess.STDOUT)
+        time.sleep(hold_s)
         gathered_during_the_section = facts.exists()
         released = time.time()
     other.close()
     try:
-        code = session.wait(timeout=180)
+        code = command.wait(timeout=180)
     finally:
-        if session.poll() is None:
-            session.kill()
-    log = (tmp_path / "out.log").read_text()
-    assert code == 0, log[-3000:]
+        if command.poll() is None:
+            command.kill()
+    assert code == 0, (tmp_path / "out.log").read_text()[-3000:]
     started = facts.stat().st_mtime - json.loads(facts.read_text())["seconds"]
     assert not gathered_during_the_section and started >= released - 0.05, (
         f"the preflight started {released - started:.1f}s before another run's exclusive section ended")
+
+
+def test_the_preflight_waits_for_another_runs_exclusive_section_to_end(small_cluster, tmp_path):
+    (tmp_path / "test_opens.py").write_text("def test_opens(cluster, preflight):\n    assert preflight.nodes\n")
+    _reads_after_the_section(small_cluster, tmp_path, [
+        sys.executable, "-m", "pytest", str(tmp_path / "test_opens.py"), "--cluster=existing",
+        f"--kubeconfig={small_cluster.kubeconfig}", f"--report-dir={tmp_path / 'run'}",
+        "-p", "no:cacheprovider", "-p", "no:locust", "-q"], tmp_path / "run" / "preflight.json", HOLD_S)
 
 
 #: The CLI starts within a couple of seconds: a shorter section shows it waits.
@@ -55,23 +57,6 @@ CLI_HOLD_S = 8.0
 
 def test_the_preflight_command_waits_for_another_runs_exclusive_section_to_end(small_cluster, tmp_path):
     """``dra-harness preflight`` on its own (what a user runs before a run) reads under a shared Lease too."""
-    kube = small_cluster.kube()
-    facts = tmp_path / "preflight.json"
-    other = ClusterLock(kube, "other-run", lease_s=3.0)
-    with other.exclusive():
-        command = subprocess.Popen(
-            [sys.executable, "-m", "dra_harness.cli", "preflight", f"--kubeconfig={small_cluster.kubeconfig}",
-             f"--out={facts}"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "err.log").open("w"))
-        time.sleep(CLI_HOLD_S)
-        gathered_during_the_section = facts.exists()
-        released = time.time()
-    other.close()
-    try:
-        code = command.wait(timeout=120)
-    finally:
-        if command.poll() is None:
-            command.kill()
-    assert code == 0, (tmp_path / "err.log").read_text()[-3000:]
-    started = facts.stat().st_mtime - json.loads(facts.read_text())["seconds"]
-    assert not gathered_during_the_section and started >= released - 0.05, (
-        f"the preflight started {released - started:.1f}s before another run's exclusive section ended")
+    _reads_after_the_section(small_cluster, tmp_path, [
+        sys.executable, "-m", "dra_harness.cli", "preflight", f"--kubeconfig={small_cluster.kubeconfig}",
+        f"--out={tmp_path / 'preflight.json'}"], tmp_path / "preflight.json", CLI_HOLD_S)
