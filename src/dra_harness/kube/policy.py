@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from dra_harness.kube.rest import ApiError
+from dra_harness.kube import rest
+from dra_harness.kube.rest import ApiError, Kube
 from dra_harness.kube.waits import WaitTimeout
 
 #: What the API server says when each kind of policy refuses (its messages, matched as written).
@@ -43,4 +44,17 @@ def policy_refusal(error: BaseException) -> str | None:
     for kind, pattern in _REFUSALS:
         if pattern.search(error.message):
             return f"the cluster's {kind} refused it: {error.message[:400]}"
+    return None
+
+
+def replica_refusal(kube: Kube, namespace: str) -> str | None:
+    """Why the cluster's policy refuses the pods a ReplicaSet of ``namespace`` tries to create (its ``ReplicaFailure``
+    condition), in one line; None when none is refused so. A workload's pods that admission refuses never exist, so
+    a wait for them sees nothing: this says why."""
+    for rs in kube.list(rest.REPLICA_SETS, namespace):
+        for cond in (rs.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "ReplicaFailure" and cond.get("reason") == "FailedCreate":
+                for kind, pattern in _REFUSALS:
+                    if pattern.search(cond.get("message", "")):
+                        return f"the cluster's {kind} refused the workload's pods: {cond['message'][:400]}"
     return None

@@ -17,7 +17,7 @@ from dra_harness.checks import needs
 from dra_harness.errors import NotEstablished
 from dra_harness.checks.incontainer import probe_pod
 from dra_harness.kube import builders as b
-from dra_harness.kube import rest
+from dra_harness.kube import policy, rest
 from dra_harness.kube.pods import (
     allocated_devices,
     allocated_node,
@@ -25,7 +25,7 @@ from dra_harness.kube.pods import (
     pod_claims,
     wait_running,
 )
-from dra_harness.kube.waits import wait_for_deletion, watch_until
+from dra_harness.kube.waits import WaitTimeout, wait_for_deletion, watch_until
 
 pytestmark = [pytest.mark.concern("node-drain", "Node drain"), pytest.mark.disruptive,
               pytest.mark.requires(needs.disruptable_node, needs.right("patch-nodes"), needs.right("evict-pods"))]
@@ -61,6 +61,17 @@ def _started_on(node: str, what: str, nodes: set) -> None:
                              "(the scheduler did not follow the preferred node affinity)")
 
 
+def _replicas_running(kube, namespace: str, app: str, count: int) -> list:
+    """The Deployment's ``count`` pods Running; not established where the cluster's policy refuses to create them."""
+    try:
+        return watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == count, 60, f"{count} {app} Running",
+                           namespace=namespace, label_selector=f"app={app}")
+    except WaitTimeout as e:
+        if why := policy.replica_refusal(kube, namespace):
+            raise NotEstablished(why) from e
+        raise
+
+
 def _held_on(cluster, node: str, namespace: str) -> list[str]:
     """Claims of this test holding devices of ``node`` (another team's claims there are not the drain's to free)."""
     on_node = {k for k, v in cluster.published().items() if v["node"] == node}
@@ -77,8 +88,7 @@ def test_draining_a_node_frees_its_devices_and_replacements_get_new_ones_elsewhe
     needs.demand(preflight, needs.free_devices(3, on=node), needs.free_devices(3, besides=node))
     cluster.template(namespace, "gpu")
     _deployment(cluster, namespace, "workers", 3, node, {"gpu": {"template": "gpu"}})
-    first = watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 3, 60, "3 workers Running",
-                        namespace=namespace, label_selector="app=workers")
+    first = _replicas_running(kube, namespace, "workers", 3)
     _started_on(node, "the workers", {p["spec"]["nodeName"] for p in first})
     old_claims = {pod_claims(kube, p)["gpu"]["metadata"]["name"] for p in first}
 
@@ -116,8 +126,7 @@ def test_replacements_of_a_shared_claims_consumers_wait_until_its_last_consumer_
     needs.demand(preflight, needs.free_devices(1, on=node), needs.free_devices(1, besides=node))
     cluster.claim(namespace, "shared")
     _deployment(cluster, namespace, "readers", 2, node, {"gpu": {"claim": "shared"}})
-    watch_until(kube, rest.PODS, lambda ps: len(_running(ps)) == 2, 60, "2 readers Running",
-                namespace=namespace, label_selector="app=readers")
+    _replicas_running(kube, namespace, "readers", 2)
     _started_on(node, "the readers' claim", {allocated_node(kube.get(rest.RESOURCE_CLAIMS, "shared", namespace))})
 
     seen: list[str] = []

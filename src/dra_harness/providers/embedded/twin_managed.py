@@ -96,13 +96,17 @@ def _in_force(kube: Kube, name: str, res: rest.Resource, body: Obj, namespace: s
 
 
 _NAMESPACE_PROBE: Obj = {"metadata": {"name": "policy-probe"}}
+#: PodSecurity ``restricted`` admits it (a shape may enforce that by default): only the policy under test refuses.
+_RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+               "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
 #: A GPU pod from the mirror without the runtime class: only the runtime-class policy refuses it.
 _RUNTIME_PROBE: Obj = {"metadata": {"name": "policy-probe"}, "spec": {
-    "containers": [{"name": "c", "image": f"{MIRROR}pause:3.10", "resources": {"claims": [{"name": "gpu"}]}}],
+    "containers": [{"name": "c", "image": f"{MIRROR}pause:3.10", "resources": {"claims": [{"name": "gpu"}]},
+                    "securityContext": _RESTRICTED}],
     "resourceClaims": [{"name": "gpu", "resourceClaimName": "policy-probe"}]}}
 #: A pod without claims from outside the mirror: only the image policy refuses it.
 _REGISTRY_PROBE: Obj = {"metadata": {"name": "policy-probe"}, "spec": {
-    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "securityContext": _RESTRICTED}]}}
 #: Where the pod probes are made: a namespace no policy exempts.
 PROBE_NAMESPACE = "default"
 
