@@ -48,10 +48,14 @@ def policy_refusal(error: BaseException) -> str | None:
 
 
 def replica_refusal(kube: Kube, namespace: str) -> str | None:
-    """Why the cluster's policy refuses the pods a ReplicaSet of ``namespace`` tries to create (its ``ReplicaFailure``
+    """Why the cluster's policy refuses the pods a Deployment of ``namespace`` tries to create (its ``ReplicaFailure``
     condition), in one line; None when none is refused so. A workload's pods that admission refuses never exist, so
     a wait for them sees nothing: this says why."""
-    for rs in kube.list(rest.REPLICA_SETS, namespace):
+    try:  # the Deployment carries its ReplicaSet's condition; the run may list Deployments, not ReplicaSets
+        workloads = kube.list(rest.DEPLOYMENTS, namespace)
+    except ApiError:
+        return None
+    for rs in workloads:
         for cond in (rs.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "ReplicaFailure" and cond.get("reason") == "FailedCreate":
                 for kind, pattern in _REFUSALS:
