@@ -76,6 +76,38 @@ def test_a_kubeconfig_malformed_where_its_credential_sits_never_prints_the_crede
     assert not (tmp_path / "out").exists()
 
 
+#: Credential plugins that fail with the secret in what they print: the client logged their stderr (issue 60).
+FAILING_PLUGINS = {
+    "stderr": (f"echo 'token {SECRET} expired' >&2; exit 1", "process returned 1"),
+    "stdout-not-json": (f"echo 'token {SECRET}'", "the plugin's answer is unusable"),
+}
+_WORKING_PLUGIN = ('echo \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+                   f'"status": {{"token": "{SECRET}"}}}}\'')
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("name", FAILING_PLUGINS)
+def test_a_credential_plugin_that_fails_with_a_secret_in_its_output_is_named_by_key_path_and_its_output_withheld(
+        tmp_path, name, command):
+    script, says = FAILING_PLUGINS[name]
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(_kubeconfig(_exec(command="sh", args=["-c", script]))))
+    out = _dra_harness(COMMANDS[command](path, tmp_path))
+    assert SECRET not in out.stdout + out.stderr, out.stderr
+    assert out.returncode == 2, out
+    assert out.stderr.splitlines() == [f"error: kubeconfig {path}: users.0.user.exec: {says}; its output is withheld, "
+                                       "as it may carry credentials: run the plugin by hand to read it"], out.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_credential_plugin_that_answers_is_used_and_the_command_stops_at_the_server(tmp_path, command):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(_kubeconfig(_exec(command="sh", args=["-c", _WORKING_PLUGIN]))))
+    out = _dra_harness(COMMANDS[command](path, tmp_path))
+    assert out.returncode != 0 and SECRET not in out.stdout + out.stderr, out
+    assert "unreachable" in out.stderr and "kubeconfig" not in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_the_well_formed_kubeconfig_with_the_same_secret_is_read_and_the_command_stops_at_the_server(tmp_path, command):
     path = tmp_path / "kubeconfig"

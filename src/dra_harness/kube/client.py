@@ -10,7 +10,9 @@ expand an alias bomb and fail on wrong types with a traceback.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,35 @@ KUBECONFIG_SCHEMA: dict[str, Any] = {
         }}},
     },
 }
+
+
+class _WithheldPluginOutput(logging.Filter):
+    """The client logs an exec plugin's failure with the plugin's stderr, which may carry a credential.
+
+    It logs through the root logger (``logging.error``), at load and again at each token refresh. A failure at
+    load is dropped and noted for :func:`load_configuration` to turn into a one-line error; one at a refresh is
+    logged with a message that names no value.
+    """
+
+    WITHHELD = "exec: the kubeconfig's credential plugin failed; its output is withheld (it may carry credentials)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.module != "kube_config" or not str(record.msg).startswith("exec:"):
+            return True
+        first = str(record.msg).split(".")[0]  # 'exec: process returned 1', before the plugin's own words
+        failures = getattr(self.local, "failures", None)
+        if failures is not None:  # at load: the caller's one-line error says it
+            failures.append(first if first.startswith("exec: process returned") else "exec: the plugin's answer is unusable")
+            return False
+        record.msg, record.args = self.WITHHELD, ()
+        return True
+
+
+_PLUGIN_OUTPUT = _WithheldPluginOutput()
 
 
 def kubeconfig_files(path: Path | str | None) -> list[str]:
@@ -130,6 +161,10 @@ def load_configuration(path: Path | str | None, context: str | None = None) -> c
     prefix = f"kubeconfig {' '.join(files)}"
     _check_context(merged, context, prefix)
     configuration = client.Configuration()
+    root = logging.getLogger()
+    if _PLUGIN_OUTPUT not in root.filters:
+        root.addFilter(_PLUGIN_OUTPUT)
+    _PLUGIN_OUTPUT.local.failures = failures = []
     try:
         config.load_kube_config_from_dict(
             ConfigNode("kubeconfig", merged, files[0]),
@@ -140,7 +175,20 @@ def load_configuration(path: Path | str | None, context: str | None = None) -> c
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
         raise KubeconfigError(f"{prefix}: {first}") from e
+    finally:
+        _PLUGIN_OUTPUT.local.failures = None
+    if failures:
+        raise KubeconfigError(f"{prefix}: {_user_path(merged, context)}.exec: {failures[0].removeprefix('exec: ')}; "
+                              "its output is withheld, as it may carry credentials: run the plugin by hand to read it")
     return configuration
+
+
+def _user_path(merged: dict[str, Any], context: str | None) -> str:
+    """The key path of the context's user (``users.N.user``), as the schema's errors name a field."""
+    contexts = {n.value["name"]: n.value["context"] for n in merged["contexts"]}
+    user = contexts[context or merged["current-context"]].get("user")
+    names = [n.value["name"] for n in merged["users"]]
+    return f"users.{names.index(user)}.user" if user in names else "users"
 
 
 def connect(path: Path | str | None, context: str | None = None) -> Kube:
