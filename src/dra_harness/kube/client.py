@@ -164,7 +164,8 @@ def load_configuration(path: Path | str | None, context: str | None = None) -> c
     root = logging.getLogger()
     if _PLUGIN_OUTPUT not in root.filters:
         root.addFilter(_PLUGIN_OUTPUT)
-    _PLUGIN_OUTPUT.local.failures = failures = []
+    failures: list[str] = []
+    _PLUGIN_OUTPUT.local.failures = failures
     try:
         config.load_kube_config_from_dict(
             ConfigNode("kubeconfig", merged, files[0]),
