@@ -7,12 +7,14 @@ API server, answering 503 for seconds as a load balancer does while the control 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -21,6 +23,7 @@ from dra_harness.kube.client import connect
 from dra_harness.labels import RUN_LABEL, run_selector
 from dra_harness.plugin import run_watchdog
 from dra_harness.providers import liveness, run_records
+from dra_harness.providers.lock import KIND_LABEL
 from dra_harness.providers.sweep import sweep_run
 from tests.integration.frontend import FrontEnd
 from tests.integration.test_run_lifetime import _wait_for
@@ -114,3 +117,49 @@ def test_a_later_preflight_removes_what_a_run_killed_with_its_watchdog_left_and_
     shutil.rmtree(run_watchdog.log_path(run, None).parent, ignore_errors=True)
     for lock_dir in Path("/tmp").glob(f"dra-harness-{run}-*"):  # its watchdog, killed too, did not remove it
         shutil.rmtree(lock_dir, ignore_errors=True)
+
+
+def _planted_dead_run(kube: rest.Kube, run: str) -> str:
+    """What a run killed with its machine leaves: its namespace and its Lease, which nobody renews (1 s long)."""
+    ns = f"drh-{run}"
+    kube.create(rest.NAMESPACES, {"metadata": {"name": ns, "labels": {RUN_LABEL: run}}})
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.create(liveness.LEASES, {"metadata": {"name": liveness.lease_name(run), "labels": {
+        RUN_LABEL: run, KIND_LABEL: liveness.RUN_LEASE}}, "spec": {
+        "holderIdentity": "lost-machine", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now}}, "default")
+    _wait_for("the planted Lease to lapse", lambda: not liveness.alive(
+        kube.get(liveness.LEASES, liveness.lease_name(run), "default"), kube.server_date()), 30)
+    return ns
+
+
+def _cluster_down_all(cache: Path) -> subprocess.CompletedProcess:
+    """``cluster down --all`` with a cache of its own: no embedded cluster of this machine is in it, so the command
+    takes down nothing but what the cache's run records lead it to."""
+    env = {**os.environ, "DRA_HARNESS_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "dra_harness.cli", "cluster", "down", "--all"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cluster_down_all_sweeps_the_dead_runs_on_the_cluster_a_run_record_names_and_drops_the_record(small_cluster, tmp_path):
+    """A run on a cluster that outlives it (``--cluster existing``) died with its watchdog: its record in the cache
+    names the cluster, and ``cluster down --all`` sweeps it there. Control: with no record, the command does not
+    know the cluster, and the dead run's namespace stays."""
+    kube = small_cluster.kube()
+    run = f"dead-{os.urandom(3).hex()}"
+    ns = _planted_dead_run(kube, run)
+    control = _cluster_down_all(tmp_path / "empty-cache")
+    assert control.returncode == 0, control.stderr
+    assert ns in [n["metadata"]["name"] for n in kube.list(rest.NAMESPACES, label_selector=run_selector(run))]
+    cache = tmp_path / "cache"
+    with mock.patch.dict(os.environ, {"DRA_HARNESS_CACHE": str(cache)}):
+        dead = subprocess.Popen(["true"])
+        dead.wait()  # a pid of a process that is gone: the run's watchdog
+        run_records.write(run_records.Record(run, str(small_cluster.kubeconfig), "", "default", dead.pid))
+    out = _cluster_down_all(cache)
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if f"dead run {run}" in line]
+    assert len(said) == 1 and f"Namespace/{ns}" in said[0], out.stderr[-3000:]
+    _wait_for("the dead run's namespace to be gone",
+              lambda: not kube.list(rest.NAMESPACES, label_selector=run_selector(run)), 60)
+    assert not [lease for lease in liveness.run_leases(kube, "default") if liveness.run_of(lease) == run]
+    assert not list((cache / "runs").glob("*.json")), "the swept run's record is kept"
