@@ -11,6 +11,9 @@ drawn shapes, on another test worker.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +37,11 @@ def test_a_managed_gpu_offering_fails_nothing_names_its_options_and_with_them_th
         bare = run.judge(cluster, made, tmp_path / "bare", extra=("--min-established=50",), exits=(0, 3))
         named = json.loads((tmp_path / "bare" / "preflight.json").read_text())["hints"]
         tolerations = [h.split()[1] for h in named if h.startswith("--toleration ")]
+        if shape.namespace_label and (shape.runtime_class or shape.registry):
+            # A refused namespace keeps the pod probe from running: what a pod needs is named by the preflight
+            # the user runs next, with the namespace label given (the label's value is theirs to know).
+            named += _preflight(made, tmp_path / "second.json", "--namespace-label=team=ml",
+                                *(f"--toleration={t}" for t in tolerations))["hints"]
         options = (*(f"--toleration={t}" for t in tolerations),
                    *(["--namespace-label=team=ml"] if shape.namespace_label else []),
                    *([f"--runtime-class={twin_managed.GPU_RUNTIME_CLASS}"] if shape.runtime_class else []),
@@ -59,3 +67,12 @@ def test_a_managed_gpu_offering_fails_nothing_names_its_options_and_with_them_th
     assert complied.ok and plain.ok, complied.explain() + "\n" + plain.explain()
     # Established: passed (a FAIL would have failed the judgements above).
     assert complied.outcomes["passed"] >= 0.8 * plain.outcomes["passed"], complied.explain() + "\n" + plain.explain()
+
+
+def _preflight(made, out: Path, *options: str) -> dict:
+    """``dra-harness preflight`` through the twin's ServiceAccount, as the user's next step; its facts."""
+    done = subprocess.run([sys.executable, "-m", "dra_harness.cli", "preflight", "--kubeconfig", str(made.kubeconfig),
+                           "--expected-hardware", str(made.expected_hardware), "--out", str(out), *options],
+                          cwd=run.ROOT, capture_output=True, text=True, timeout=300)
+    assert out.exists(), done.stderr[-2000:]
+    return json.loads(out.read_text())

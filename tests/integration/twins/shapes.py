@@ -88,13 +88,18 @@ def with_fault(shape: Shape, fault: str, nodes: int) -> Shape:
 def draw_managed(seed: int) -> Shape:
     """A managed GPU offering's rules over the fixed twin: a provider's taint on the GPU pool, a namespace-label
     policy, a RuntimeClass GPU pods must name, an image policy admitting one registry, PodSecurity ``restricted``
-    by the API server's default; at least one of them."""
+    by the API server's default, at least one of them; and sometimes the GPU pool selected by label beside a system
+    pool without devices, down to a single GPU node."""
     rng = random.Random(seed)
     while True:
         taint = rng.randrange(len(twin_managed.PROVIDER_TAINTS)) if rng.random() < 0.6 else -1
         label, runtime, registry = rng.random() < 0.5, rng.random() < 0.4, rng.random() < 0.4
         if taint >= 0 or label or runtime or registry:
             break
-    return Shape(seed=seed, gpu_taint=taint, namespace_label="team" if label else "", runtime_class=runtime,
-                 registry=registry, pod_security="restricted" if rng.random() < 0.3 else "",
-                 other_driver=rng.random() < 0.5)
+    shape = Shape(seed=seed, gpu_taint=taint, namespace_label="team" if label else "", runtime_class=runtime,
+                  registry=registry, pod_security="restricted" if rng.random() < 0.3 else "",
+                  other_driver=rng.random() < 0.5)
+    # Drawn last, so earlier seeds keep their shapes: a GPU pool by label beside a system pool, of 2 nodes or of one;
+    # the tenants' pod, on a node with devices.
+    pool = rng.choice((0, 0, 2, 1))
+    return dataclasses.replace(shape, gpu_pool=pool, tenants=((-1, 1),) if pool else shape.tenants)

@@ -100,6 +100,7 @@ class Shape:
     namespace_label: str = ""  # a policy refuses namespaces without this label ("": none)
     runtime_class: bool = False  # a policy refuses GPU pods without twin_managed.GPU_RUNTIME_CLASS
     registry: bool = False  # an image policy admits only twin_managed.MIRROR (its pause image there on real nodes)
+    gpu_pool: int = 0  # the last N nodes are a labelled GPU pool, the others a system pool without devices (0: none)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: driver {self.driver}, shell image {'given' if self.shell_image else 'none'}, "
@@ -109,7 +110,7 @@ class Shape:
                 f"limit range {self.limit_range}, device quota {self.device_quota or 'none'}, runs at once {self.runs}, "
                 f"simulated nodes allowed {self.simulated_nodes}, tolerate-all DaemonSet {self.tolerate_all}, "
                 f"hostname-spread Deployment {self.hostname_spread}, fault {self.fault or 'none'}, managed rules "
-                f"{twin_managed.describe(self.taint, self.namespace_label, self.runtime_class, self.registry)}")
+                f"{twin_managed.describe(self.taint, self.namespace_label, self.runtime_class, self.registry, self.gpu_pool)}")
 
     @property
     def taint(self) -> Obj | None:
@@ -154,8 +155,11 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
         kube.patch(rest.NODES, nodes[i], {"spec": {"taints": [MAINTENANCE_TAINT]}})
     for i in shape.cordoned:
         kube.patch(rest.NODES, nodes[i], {"spec": {"unschedulable": True}})
+    gpu_nodes = nodes[-shape.gpu_pool:] if shape.gpu_pool else nodes  # the real nodes, last, are GPU nodes
+    if shape.gpu_pool:
+        twin_managed.system_pool(cluster, kube, gpu_nodes, [n for n in nodes if n not in gpu_nodes], namespace)
     if shape.taint:  # last: the pool's own pods (driver, tenants) ran before, as on a pool that was set up
-        twin_managed.taint_pool(kube, nodes, shape.taint)
+        twin_managed.taint_pool(kube, gpu_nodes, shape.taint)
     kubeconfig = serviceaccount_kubeconfig(kube, cluster.kubeconfig, workdir / "sa-kubeconfig", contention=shape.simulated_nodes > 0,
                                            disruptive=shape.disruptive_role, driver_namespace=namespace)
     if spec.pod_security:
@@ -174,7 +178,7 @@ def build(cluster: LocalCluster, workdir: Path | None = None, shape: Shape = Sha
     hardware = workdir / "expected-hardware.yaml"
     hardware.write_text(yaml.safe_dump({
         "driver": DRIVER_NAME, "deviceClass": DRIVER_NAME,
-        "nodes": {n: {"devices": spec.gpus_per_node} for n in nodes},
+        "nodes": {n: {"devices": spec.gpus_per_node} for n in gpu_nodes},
         "devices": {"attributes": {"model": "LATEST-GPU-MODEL", "driverVersion": "1.0.0"}, "capacity": {"memory": "80Gi"}},
     }))
     maintenance = nodes[shape.cordoned[0]] if shape.cordoned else ""

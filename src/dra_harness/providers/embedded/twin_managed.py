@@ -46,6 +46,11 @@ MIRROR = "dra-harness.local/"
 MIRRORED_PAUSE = f"{MIRROR}pause:3.10"
 
 
+#: The label a GPU pool's nodes carry (NVIDIA's GPU operator sets it through node feature discovery); the driver's
+#: DaemonSet selects it, so a system pool beside the GPU pool runs no driver and publishes no device.
+GPU_POOL_LABEL = ("nvidia.com/gpu.present", "true")
+
+
 def tolerating(docs: list[Obj], taint: Obj) -> None:
     """The driver's DaemonSet as a GPU pool's installation has it: tolerating the pool's taint."""
     for doc in docs:
@@ -150,8 +155,36 @@ def admit_registry(kube: Kube, exempt: Sequence[str]) -> None:
     _in_force(kube, REGISTRY_POLICY, rest.PODS, _REGISTRY_PROBE, PROBE_NAMESPACE)
 
 
-def describe(taint: Obj | None, label: str, runtime_class: bool = False, registry: bool = False) -> str:
+def system_pool(cluster: LocalCluster, kube: Kube, gpu_nodes: Sequence[str], system_nodes: Sequence[str],
+                driver_namespace: str | None) -> None:
+    """A GPU pool selected by label beside a system pool without devices: the GPU nodes labelled, the driver's
+    DaemonSet selecting the label, and the system nodes' plugins stopped with their slices gone."""
+    key, value = GPU_POOL_LABEL
+    for name in gpu_nodes:
+        kube.patch(rest.NODES, name, {"metadata": {"labels": {key: value}}})
+    for ds in kube.list(rest.DAEMON_SETS, driver_namespace) if driver_namespace else []:
+        kube.patch(rest.DAEMON_SETS, ds["metadata"]["name"],
+                   {"spec": {"template": {"spec": {"nodeSelector": {key: value}}}}}, driver_namespace)
+    for name in system_nodes:
+        cluster.stop_driver(name)
+        for s in kube.list(rest.RESOURCE_SLICES, field_selector=f"spec.nodeName={name}"):
+            kube.delete(rest.RESOURCE_SLICES, s["metadata"]["name"])
+
+    def settled() -> None:
+        left = [s["spec"]["nodeName"] for s in kube.list(rest.RESOURCE_SLICES) if s["spec"].get("nodeName") in system_nodes]
+        left += [p["spec"].get("nodeName") for p in (kube.list(rest.PODS, driver_namespace) if driver_namespace else [])
+                 if p["spec"].get("nodeName") in system_nodes]
+        if left:
+            raise NotYet(f"the system pool's nodes still have slices or driver pods: {sorted(set(left))}")
+
+    until(time.monotonic() + 60, 0.5, log, "the system pool to publish no device")(settled)
+
+
+def describe(taint: Obj | None, label: str, runtime_class: bool = False, registry: bool = False,
+             gpu_pool: int = 0) -> str:
     return ", ".join(filter(None, [f"GPU pool tainted {taint_text(taint)}" if taint else "",
+                                   f"GPU pool of {gpu_pool} node(s) labelled {'='.join(GPU_POOL_LABEL)} beside a "
+                                   "system pool without devices" if gpu_pool else "",
                                    f"namespaces need label {label}" if label else "",
                                    f"GPU pods need RuntimeClass {GPU_RUNTIME_CLASS}" if runtime_class else "",
                                    f"images only from {MIRROR}" if registry else ""])) or "none"
