@@ -4,6 +4,9 @@ on the same tainted cluster stay failures (the negative control)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import time
 
 import pytest
@@ -12,7 +15,8 @@ from dra_harness.checks.diagnose import diagnose
 from dra_harness.kube import rest
 from dra_harness.kube.pods import wait_running
 from dra_harness.kube.rules import build
-from dra_harness.kube.waits import WaitBlocked, WaitTimeout
+from dra_harness.kube.waits import WaitBlocked, WaitTimeout, watch_until
+from dra_harness.labels import RUN_LABEL, run_selector
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -65,3 +69,30 @@ def test_a_dra_refusal_on_the_tainted_pool_stays_a_failure_with_the_toleration_g
     handle.pod("controls", "greedy", template="too-many")
     with pytest.raises(WaitTimeout, match="cannot allocate all claims"):
         wait_running(kube, "controls", "greedy", timeout=15)
+
+
+def test_an_image_pull_secret_is_copied_into_a_run_namespace_named_by_its_pods_and_gone_with_the_namespace(handle):
+    """``--image-pull-secret NAMESPACE/NAME`` on a real API server: the copy in the run's namespace carries the
+    original's type and data and the run's label (so a sweep finds one left behind); the run's pods name it; the
+    report's record of the rules names it, never its data; deleting the namespace takes the copy with it."""
+    kube = handle.kube
+    marker = "pull" + os.urandom(6).hex()
+    data = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": {"mirror.example": {"auth": marker}}}).encode()).decode()}
+    kube.create(rest.SECRETS, {"metadata": {"name": "regcred"}, "type": "kubernetes.io/dockerconfigjson", "data": data},
+                "default")
+    try:
+        kube.rules = build({"image_pull_secret": ["default/regcred"]})
+        handle.create_namespace("pulls", {RUN_LABEL: handle.run_id})
+        copy = kube.get(rest.SECRETS, "regcred", "pulls")
+        assert copy["data"] == data and copy["type"] == "kubernetes.io/dockerconfigjson"
+        assert copy["metadata"]["labels"][RUN_LABEL] == handle.run_id
+        pod = handle.pod("pulls", "pulls")
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+        described = json.dumps(kube.rules.describe())
+        assert "default/regcred" in described and marker not in described and data[".dockerconfigjson"] not in described
+        handle.delete_namespace("pulls")
+        watch_until(kube, rest.NAMESPACES, lambda found: not found, 60, "the run namespace to be gone",
+                    field_selector="metadata.name=pulls")
+        assert not kube.list(rest.SECRETS, label_selector=run_selector(handle.run_id)), "a copy outlived its namespace"
+    finally:
+        kube.delete(rest.SECRETS, "regcred", "default")
