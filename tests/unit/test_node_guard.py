@@ -106,6 +106,28 @@ def test_a_hostname_spread_is_not_hurt_by_nodes_without_a_hostname_label_and_is_
         "StatefulSet tenant/db (DoNotSchedule spread on kubernetes.io/hostname)"]
 
 
+def test_a_tolerate_all_workload_of_another_kind_is_listed_by_its_template_or_its_unbound_pod():
+    """Issue 60: only DaemonSets were checked, so a tolerate-all Job's next pod went to an empty simulated node
+    (the scheduler scores it highest), failed there, and counted against the Job's backoffLimit."""
+    web = {"metadata": {"namespace": "tenant", "name": "web"},
+           "spec": {"template": {"metadata": {}, "spec": {"tolerations": ALL}}}}
+    job = {**web, "metadata": {"namespace": "tenant", "name": "etl"}}
+    done = {**job, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert node_guard.hurt([], [web], [], [NODE], "run1", [job, done]) == [
+        "Deployment tenant/web (tolerates the nodes' taint, selects them: a pod placed there fails)",
+        "Job tenant/etl (tolerates the nodes' taint, selects them: a pod placed there fails)"]
+    unbound = _pod("a", "StatefulSet/db", tolerations=ALL)
+    bound = _pod("b", None, tolerations=ALL, nodeName="real-1")  # running elsewhere: it does not move
+    assert node_guard.hurt([], [], [unbound, bound], [NODE], "run1") == [
+        "StatefulSet tenant/db (tolerates the nodes' taint, selects them: a pod placed there fails)"]
+    # Controls: one that does not tolerate the taint, one that selects linux nodes, the run's own, a finished Job.
+    linux = {**web, "spec": {"template": {"metadata": {}, "spec": {
+        "tolerations": ALL, "nodeSelector": {"kubernetes.io/os": "linux"}}}}}
+    plain = {**web, "spec": {"template": {"metadata": {}, "spec": {}}}}
+    ours = {**web, "spec": {"template": {"metadata": {"labels": {RUN_LABEL: "run1"}}, "spec": {"tolerations": ALL}}}}
+    assert node_guard.hurt([], [linux, plain, ours], [], [NODE], "run1", [done]) == []
+
+
 class _Kube:
     def __init__(self, daemonsets: list[dict]) -> None:
         self.daemonsets = daemonsets

@@ -19,12 +19,16 @@ available ones (``kubectl rollout status`` waits), its controller deletes the fa
 another, backing off up to 15 min, and a rolling update stalls: the unavailable pod uses up
 ``maxUnavailable``, so the pods on real nodes are not replaced while the simulated nodes exist. No
 node setting avoids it, so :func:`check` refuses to add the nodes, naming those DaemonSets, as it
-does for a spread constraint that would count them. A tolerate-all pod of another kind (a Job's)
-that the scheduler places on a simulated node fails, visibly, and its owner retries it; a workload
-created after the check is not seen by it.
+does for a spread constraint that would count them. A tolerate-all pod of another kind fares no
+better: the scheduler prefers an empty simulated node (its free cpu and memory score highest), the
+pod fails there, and a Job counts the failure against its ``backoffLimit``. So the Deployments' and
+unfinished Jobs' templates that would land on the nodes, and every pod not yet bound that would, are
+refused too (issue 60). A workload created after the check is not seen by it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from dra_harness.errors import Refused
 from dra_harness.kube import rest
@@ -63,38 +67,53 @@ def _name(obj: Obj, kind: str) -> str:
     return f"{kind} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
 
-def hurt(daemonsets: list[Obj], deployments: list[Obj], pods: list[Obj], nodes: list[Obj], run_id: str) -> list[str]:
-    """What adding ``nodes`` would hurt, one phrase each: DaemonSets that would put a pod on one, and
-    workloads whose hostname-style spread would count one as an empty domain. The run's own are left out."""
+def _finished(job: Obj) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in job.get("status", {}).get("conditions") or [])
+
+
+def hurt(daemonsets: list[Obj], deployments: list[Obj], pods: list[Obj], nodes: list[Obj], run_id: str,
+         jobs: Sequence[Obj] = ()) -> list[str]:
+    """What adding ``nodes`` would hurt, one phrase each: DaemonSets that would put a pod on one, workloads whose
+    future pods (or pods not yet bound) would land on one, and workloads whose hostname-style spread would count one
+    as an empty domain. The run's own are left out."""
     out = []
     for ds in daemonsets:
         spec = ds["spec"]["template"]["spec"]
         if not _ours(ds["spec"]["template"], run_id) and any(lands(spec, n) for n in nodes):
             out.append(f"{_name(ds, 'DaemonSet')} (tolerates the nodes' taint, selects them)")
-    # Deployments by template (also their future replicas); other pods as they are, named by their owner.
-    owners = [(_name(d, "Deployment"), d["spec"]["template"]) for d in deployments]
+    # Deployments and unfinished Jobs by template (also their future pods); other pods as they are, by their owner.
+    owners = [(_name(d, "Deployment"), d["spec"]["template"], False) for d in deployments]
+    owners += [(_name(j, "Job"), j["spec"]["template"], False) for j in jobs if not _finished(j)]
     for p in pods:
         ref = next(iter(p["metadata"].get("ownerReferences") or []), None)
-        if ref and ref.get("kind") in ("ReplicaSet", "DaemonSet"):
-            continue  # a Deployment's (seen by its template), or a DaemonSet's (above)
+        if ref and ref.get("kind") in ("ReplicaSet", "DaemonSet", "Job"):
+            continue  # a Deployment's or a Job's (seen by its template), or a DaemonSet's (above)
         owner = f"{ref['kind']} {p['metadata'].get('namespace', '')}/{ref['name']}" if ref else _name(p, "Pod")
         if p.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
-            owners.append((owner, p))
+            owners.append((owner, p, bool(p["spec"].get("nodeName"))))
     seen = set()
-    for owner, template in owners:
-        keys = [] if _ours(template, run_id) else sorted({k for n in nodes for k in counts_as_domain(template["spec"], n)})
-        if keys and owner not in seen:
+    for owner, template, bound in owners:
+        if _ours(template, run_id) or owner in seen:
+            continue
+        keys = sorted({k for n in nodes for k in counts_as_domain(template["spec"], n)})
+        if keys:
             seen.add(owner)
             out.append(f"{owner} (DoNotSchedule spread on {', '.join(keys)})")
+        elif not bound and any(lands(template["spec"], n) for n in nodes):
+            seen.add(owner)
+            out.append(f"{owner} (tolerates the nodes' taint, selects them: a pod placed there fails)")
     return out
 
 
 def check(kube: Kube, nodes: list[Obj], run_id: str) -> None:
     """Refuse, in one line naming them, to add ``nodes`` where another's DaemonSet or spread would be hurt."""
-    found = hurt(kube.list(rest.DAEMON_SETS), kube.list(rest.DEPLOYMENTS), kube.list(rest.PODS), nodes, run_id)
+    found = hurt(kube.list(rest.DAEMON_SETS), kube.list(rest.DEPLOYMENTS), kube.list(rest.PODS), nodes, run_id,
+                 kube.list(rest.JOBS))
     if found:
         more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
         raise Refused(f"adding {len(nodes)} simulated node(s) would hurt other workloads that no node setting keeps "
                       f"clear of them: {'; '.join(found[:MAX_LISTED])}{more}. A tolerate-all DaemonSet gets a pod on each "
-                      "that never runs (its rollout stalls); give it a nodeSelector (e.g. kubernetes.io/os=linux, which "
-                      "simulated nodes lack) or run without --simulated-nodes")
+                      "that never runs (its rollout stalls), a tolerate-all workload's pod placed on one fails; give it a "
+                      "nodeSelector (e.g. kubernetes.io/os=linux, which simulated nodes lack) or run without "
+                      "--simulated-nodes")
