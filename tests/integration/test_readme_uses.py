@@ -71,7 +71,7 @@ def test_the_readmes_three_uses_run_as_written(tmp_path):
         assert run.returncode in (0, 3), run.stdout[-3000:] + run.stderr[-3000:]
         base = _run_dir(run)
         summary = json.loads((base / "summary.json").read_text())
-        assert summary["counts"]["failed"] == 0 and summary["counts"]["passed"] >= 25, summary["counts"]
+        assert not summary["counts"].get("failed") and summary["counts"]["passed"] >= 25, summary["counts"]
         assert summary["exit_code"] == run.returncode, summary["verdict_reason"]
 
         check, diff = uses["a pre-upgrade gate in CI"]
