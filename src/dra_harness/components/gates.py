@@ -113,6 +113,10 @@ def derive(source: Path, version: str) -> dict:
     for name in sorted(gates):
         if is_dra_gate(name):
             turn_on(name)
+    if wanted.get("GenericWorkload"):
+        # PodGroups are served, so the gang check runs: where the release gates the scheduler's gang plugin apart
+        # (1.35-1.36 GangScheduling, alpha, off), a gang would be scheduled pod by pod (1.36.3: the check FAILed).
+        turn_on("GangScheduling")
 
     runtime_config = []
     resource_storage = source / "pkg/registry/resource/rest/storage_resource.go"
