@@ -13,6 +13,7 @@ changes nothing, and the last writer of ``spec.unschedulable`` shows in managedF
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from dra_harness.kube import rest
+from dra_harness.plugin import run_watchdog
 from dra_harness.labels import CORDONED_BY_ANNOTATION, RUN_LABEL
 from dra_harness.providers import node_changes
 from tests.integration import owned
@@ -93,6 +95,7 @@ def test_a_node_still_cordoned_after_a_kill_mid_drain_is_uncordoned_by_the_watch
     # And ends its sweep: the cluster's teardown would stop it mid-sweep (its argv names the cluster's
     # kubeconfig), leaving the run's lock directory in /tmp.
     _wait_for("the watchdog to remove the run's lock directory", lambda: not owned.run_lock_dirs(run_id), 150)
+    shutil.rmtree(run_watchdog.log_path(run_id, None).parent, ignore_errors=True)  # its log, kept after a kill: read
 
 
 def _watchdog_after_kill(small_cluster, run_id: str) -> None:
