@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dra_harness.components.images import WORKLOAD_IMAGE
+from dra_harness.providers import run_records
 from dra_harness.providers.embedded import twin as twin_mod
 from dra_harness.providers.embedded import twin_policies
 from dra_harness.providers.embedded.cluster import DRIVER_NAME, ClusterSpec, LocalCluster
@@ -51,6 +52,10 @@ def twin_cluster(shape: twin_mod.Shape, workdir: Path) -> Iterator[tuple[LocalCl
             yield cluster, made
     finally:
         cluster.down()
+        # The records a killed run's watchdog left for `cluster down --all` name this twin, which is gone now.
+        for path in run_records.directory().glob("*.json") if run_records.directory().is_dir() else []:
+            if str(workdir) in path.read_text():
+                path.unlink(missing_ok=True)
 
 
 def run_main_job(made: twin_mod.Twin, report_dir: Path, *extra: str, env: dict[str, str] | None = None,
